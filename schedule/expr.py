@@ -14,7 +14,8 @@ from typing import Any
 
 from . import dtype as dt
 
-MATH_FUNCS = ("exp", "log", "sqrt", "rsqrt", "tanh", "erf", "sigmoid", "abs", "floor", "ceil", "pow")
+MATH_FUNCS = ("exp", "log", "sqrt", "rsqrt", "tanh", "erf", "sigmoid", "abs", "floor", "ceil",
+              "pow")
 ARITH_OPS = ("+", "-", "*", "/", "floordiv", "floormod", "min", "max")
 COMPARE_OPS = ("<", "<=", ">", ">=", "==", "!=")
 LOGIC_OPS = ("and", "or")

@@ -1,0 +1,18 @@
+"""The foundation layer: tensor expressions, schedules and their steps, lowering to a loop
+IR, and code generation for targets.
+
+    from schedule import te, ops, build, lower
+"""
+
+from . import te
+from .build import BuildError, Module, build
+from .loop_ir import LoweredFunc
+from .lower import lower
+from .schedule import Schedule, ScheduleError
+from .target import Target, host_cpu_target
+from .tensor import TensorExprError
+
+__all__ = [
+    "BuildError", "LoweredFunc", "Module", "Schedule", "ScheduleError", "Target",
+    "TensorExprError", "build", "host_cpu_target", "lower", "te",
+]

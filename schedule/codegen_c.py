@@ -1,0 +1,360 @@
+"""C code generation for CPU targets from the loop IR.
+
+The program is one small translation unit: standard C headers only, GCC vector
+extensions for vector code (types and helpers emitted on demand), OpenMP for
+parallel loops, stack arrays for buffers computed inside loops, aligned heap
+arrays for whole intermediate tensors, and named variables for promoted
+register tiles.
+"""
+
+from __future__ import annotations
+
+import math
+
+from . import dtype as dt
+from .expr import Binary, Call, Cast, Compare, Const, Expr, Load, Logic, Not, Select, Var
+from .loop_ir import Allocate, Buffer, For, IfThenElse, LoweredFunc, Seq, Stmt, Store
+from .schedule import ScheduleError
+from .vectorize import (
+    Broadcast,
+    Lanes,
+    VLoad,
+    VStore,
+    flatten,
+    promote_registers,
+    split_vector_dtype,
+    vectorize,
+)
+
+# Buffers computed inside loops go on the stack up to this size; larger ones on the heap.
+MAX_STACK_BYTES = 256 * 1024
+
+_PRELUDE = """\
+#include <stdint.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <math.h>
+"""
+
+_SCALAR_MATH = {
+    "exp": "expf", "log": "logf", "sqrt": "sqrtf", "tanh": "tanhf", "erf": "erff",
+    "floor": "floorf", "ceil": "ceilf", "pow": "powf", "abs": "fabsf",
+}
+
+
+class CCodegen:
+    def __init__(self, func: LoweredFunc, vector_bytes: int, threads: int):
+        self.func = func
+        self.vector_bytes = vector_bytes
+        self.threads = threads
+        self.names: dict[int, str] = {}
+        self.used_names: set[str] = set()
+        self.types: dict[str, str] = {}  # vector dtype -> typedef line
+        self.helpers: dict[str, str] = {}
+        self.promoted: dict[Buffer, int] = {}
+        self.in_parallel = False
+        self.uses_math = False
+
+    # ------------------------------------------------------------------ names
+    def name(self, obj: Var | Buffer, hint: str) -> str:
+        key = id(obj)
+        if key not in self.names:
+            base = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in hint) or "v"
+            if base[0].isdigit():
+                base = f"v_{base}"
+            name, n = base, 1
+            while name in self.used_names:
+                name = f"{base}_{n}"
+                n += 1
+            self.used_names.add(name)
+            self.names[key] = name
+        return self.names[key]
+
+    def vtype(self, dtype: str) -> str:
+        base, lanes = split_vector_dtype(dtype)
+        if lanes == 1:
+            return dt.c_type(base)
+        if base == "bool":  # comparison masks are signed ints as wide as the operands
+            base = "int32"
+        name = f"tt_{base}x{lanes}"
+        if name not in self.types:
+            size = dt.itemsize(base) * lanes
+            self.types[name] = (f"typedef {dt.c_type(base)} {name} "
+                                f"__attribute__((vector_size({size}), aligned(4)));")
+        return name
+
+    # ------------------------------------------------------------------ expressions
+    def expr(self, e: Expr) -> str:
+        if isinstance(e, Var):
+            return self.name(e, e.name)
+        if isinstance(e, Const):
+            return _const(e)
+        if isinstance(e, VLoad):
+            vt = self.vtype(e.dtype)
+            if e.buffer in self.promoted:
+                return self._reg(e.buffer, int(e.base.value))
+            helper = f"tt_vload_{vt}"
+            self.helpers.setdefault(helper, (
+                f"static inline {vt} {helper}(const void* p) "
+                f"{{ {vt} r; memcpy(&r, p, sizeof r); return r; }}"))
+            return f"{helper}(&{self.buf_name(e.buffer)}[{self.expr(e.base)}])"
+        if isinstance(e, Broadcast):
+            vt = self.vtype(e.dtype)
+            return f"(({vt}){{0}} + ({self.expr(e.value)}))"
+        if isinstance(e, Lanes):
+            return f"(({self.vtype(e.dtype)}){{{', '.join(self.expr(v) for v in e.values)}}})"
+        if isinstance(e, Load):
+            buf = e.source
+            if buf in self.promoted:
+                return self._reg(buf, int(e.indices[0].value))
+            return f"{self.buf_name(buf)}[{self.expr(e.indices[0])}]"
+        lanes = split_vector_dtype(e.dtype)[1]
+        if isinstance(e, Compare | Logic):
+            op = {"and": "&&", "or": "||"}.get(e.op, e.op) if lanes == 1 else \
+                {"and": "&", "or": "|"}.get(e.op, e.op)
+            return f"({self.expr(e.a)} {op} {self.expr(e.b)})"
+        if isinstance(e, Binary):
+            return self._binary(e, lanes)
+        if isinstance(e, Not):
+            return f"(!{self.expr(e.a)})"
+        if isinstance(e, Select):
+            if lanes > 1:
+                return self._lane_helper("select", e.dtype, [e.cond, e.true_value, e.false_value],
+                                         "a0[l] ? a1[l] : a2[l]")
+            return f"({self.expr(e.cond)} ? {self.expr(e.true_value)} : " \
+                   f"{self.expr(e.false_value)})"
+        if isinstance(e, Cast):
+            if lanes > 1:
+                return f"__builtin_convertvector({self.expr(e.value)}, {self.vtype(e.dtype)})"
+            return f"(({dt.c_type(e.dtype)})({self.expr(e.value)}))"
+        if isinstance(e, Call):
+            return self._call(e, lanes)
+        raise ScheduleError(f"C code generation: unsupported expression {type(e).__name__}")
+
+    def _binary(self, e: Binary, lanes: int) -> str:
+        base = split_vector_dtype(e.dtype)[0]
+        if e.op in ("+", "-", "*", "/"):
+            return f"({self.expr(e.a)} {e.op} {self.expr(e.b)})"
+        if e.op in ("min", "max"):
+            cmp = "<" if e.op == "min" else ">"
+            if lanes > 1:
+                return self._lane_helper(e.op, e.dtype, [e.a, e.b],
+                                         f"a0[l] {cmp} a1[l] ? a0[l] : a1[l]")
+            return self._scalar_helper(e.op, base, 2, f"a0 {cmp} a1 ? a0 : a1", [e.a, e.b])
+        if e.op in ("floordiv", "floormod"):
+            if lanes > 1:
+                body = ("(a0[l] / a1[l]) - ((a0[l] % a1[l] != 0) && ((a0[l] < 0) != (a1[l] < 0)))"
+                        if e.op == "floordiv" else
+                        "((a0[l] % a1[l]) + a1[l]) % a1[l]")
+                return self._lane_helper(e.op, e.dtype, [e.a, e.b], body)
+            if isinstance(e.b, Const) and e.b.value > 0 and _nonnegative(e.a):
+                op = "/" if e.op == "floordiv" else "%"
+                return f"({self.expr(e.a)} {op} {self.expr(e.b)})"
+            body = ("(a0 / a1) - ((a0 % a1 != 0) && ((a0 < 0) != (a1 < 0)))"
+                    if e.op == "floordiv" else "((a0 % a1) + a1) % a1")
+            return self._scalar_helper(e.op, base, 2, body, [e.a, e.b])
+        raise ScheduleError(f"C code generation: unsupported operator {e.op}")
+
+    def _scalar_fn(self, name: str, dtype: str) -> str:
+        self.uses_math = True
+        if name == "sigmoid":
+            return self._define_scalar("sigmoid", dtype, 1, "1.0f / (1.0f + expf(-a0))")
+        if name == "rsqrt":
+            return self._define_scalar("rsqrt", dtype, 1, "1.0f / sqrtf(a0)")
+        if name == "abs" and dt.is_int(dtype):
+            return self._define_scalar("abs", dtype, 1, "a0 < 0 ? -a0 : a0")
+        return _SCALAR_MATH[name]
+
+    def _call(self, e: Call, lanes: int) -> str:
+        base = split_vector_dtype(e.dtype)[0]
+        fn = self._scalar_fn(e.name, base)
+        if lanes > 1:
+            args = ", ".join(f"a{i}[l]" for i in range(len(e.args)))
+            return self._lane_helper(e.name, e.dtype, list(e.args), f"{fn}({args})")
+        args = ", ".join(f"(float)({self.expr(a)})" if base == "float16" else self.expr(a)
+                         for a in e.args)
+        text = f"{fn}({args})"
+        return f"((_Float16){text})" if base == "float16" else text
+
+    def _define_scalar(self, op: str, dtype: str, nargs: int, body: str) -> str:
+        ct = dt.c_type(dtype)
+        name = f"tt_{op}_{dtype}"
+        params = ", ".join(f"{ct} a{i}" for i in range(nargs))
+        self.helpers.setdefault(name, f"static inline {ct} {name}({params}) "
+                                      f"{{ return {body}; }}")
+        return name
+
+    def _scalar_helper(self, op: str, dtype: str, nargs: int, body: str,
+                       args: list[Expr]) -> str:
+        name = self._define_scalar(op, dtype, nargs, body)
+        return f"{name}({', '.join(self.expr(a) for a in args)})"
+
+    def _lane_helper(self, op: str, dtype: str, args: list[Expr], body: str) -> str:
+        vt = self.vtype(dtype)
+        lanes = split_vector_dtype(dtype)[1]
+        arg_types = []
+        for a in args:
+            a_lanes = split_vector_dtype(a.dtype)[1]
+            arg_types.append(self.vtype(a.dtype) if a_lanes > 1
+                             else self.vtype(f"{split_vector_dtype(a.dtype)[0]}x{lanes}"))
+        name = f"tt_v{op}_{'_'.join(arg_types)}"
+        params = ", ".join(f"{t} a{i}" for i, t in enumerate(arg_types))
+        self.helpers.setdefault(name, (
+            f"static inline {vt} {name}({params}) {{ {vt} r; "
+            f"for (int l = 0; l < {lanes}; ++l) r[l] = {body}; return r; }}"))
+        texts = []
+        for a, t in zip(args, arg_types, strict=True):
+            text = self.expr(a)
+            if split_vector_dtype(a.dtype)[1] == 1:
+                text = f"(({t}){{0}} + ({text}))"
+            texts.append(text)
+        return f"{name}({', '.join(texts)})"
+
+    def _reg(self, buf: Buffer, index: int) -> str:
+        lanes = self.promoted[buf]
+        return f"{self.buf_name(buf)}_r{index // lanes}"
+
+    def buf_name(self, buf: Buffer) -> str:
+        return self.name(buf, buf.name)
+
+    # ------------------------------------------------------------------ statements
+    def stmt(self, s: Stmt, indent: int) -> list[str]:
+        pad = "  " * indent
+        if isinstance(s, Seq):
+            out: list[str] = []
+            for c in s.stmts:
+                out += self.stmt(c, indent)
+            return out
+        if isinstance(s, For):
+            return self._for(s, indent)
+        if isinstance(s, Store):
+            buf = s.buffer
+            if buf in self.promoted:
+                target = self._reg(buf, int(s.indices[0].value))
+            else:
+                target = f"{self.buf_name(buf)}[{self.expr(s.indices[0])}]"
+            return [f"{pad}{target} = {self.expr(s.value)};"]
+        if isinstance(s, VStore):
+            if s.buffer in self.promoted:
+                return [f"{pad}{self._reg(s.buffer, int(s.base.value))} = "
+                        f"{self.expr(s.value)};"]
+            vt = self.vtype(s.value.dtype)
+            value = self.expr(s.value)
+            return [f"{pad}{{ {vt} v_ = {value}; "
+                    f"memcpy(&{self.buf_name(s.buffer)}[{self.expr(s.base)}], &v_, sizeof v_); }}"]
+        if isinstance(s, IfThenElse):
+            out = [f"{pad}if ({self.expr(s.cond)}) {{", *self.stmt(s.then_body, indent + 1)]
+            if s.else_body is not None:
+                out += [f"{pad}}} else {{", *self.stmt(s.else_body, indent + 1)]
+            return [*out, f"{pad}}}"]
+        if isinstance(s, Allocate):
+            return self._allocate(s, indent)
+        raise ScheduleError(f"C code generation: unsupported statement {type(s).__name__}")
+
+    def _for(self, s: For, indent: int) -> list[str]:
+        pad = "  " * indent
+        var = self.name(s.var, s.var.name)
+        lines: list[str] = []
+        kind = s.kind
+        if kind not in (For.SERIAL, For.PARALLEL, For.UNROLLED, For.VECTORIZED):
+            raise ScheduleError(f"loop {s.var.name} is bound to {kind}, which needs a GPU "
+                                "target; the cpu target cannot bind threads")
+        was_parallel = self.in_parallel
+        if kind == For.PARALLEL:
+            if self.in_parallel:
+                raise ScheduleError(f"parallel loop {s.var.name} is nested inside another "
+                                    "parallel loop")
+            lines.append(f"{pad}#pragma omp parallel for num_threads({self.threads}) "
+                         "schedule(static)")
+            self.in_parallel = True
+        elif kind == For.UNROLLED:
+            lines.append(f"{pad}#pragma GCC unroll 16")
+        elif s.pragmas.get("simd"):
+            lines.append(f"{pad}#pragma GCC ivdep")
+        extent = self.expr(s.extent)
+        ctype = dt.c_type(s.var.dtype)
+        lines.append(f"{pad}for ({ctype} {var} = 0; {var} < {extent}; ++{var}) {{")
+        lines += self.stmt(s.body, indent + 1)
+        lines.append(f"{pad}}}")
+        self.in_parallel = was_parallel
+        return lines
+
+    def _allocate(self, s: Allocate, indent: int) -> list[str]:
+        pad = "  " * indent
+        buf = s.buffer
+        name = self.buf_name(buf)
+        ct = dt.c_type(buf.dtype)
+        if buf in self.promoted:
+            lanes = self.promoted[buf]
+            vt = self.vtype(f"{buf.dtype}x{lanes}") if lanes > 1 else ct
+            regs = ", ".join(f"{name}_r{i}" for i in range(buf.size // lanes))
+            return [f"{pad}{vt} {regs};", *self.stmt(s.body, indent)]
+        if buf.nbytes <= MAX_STACK_BYTES and indent > 1:
+            return [f"{pad}{ct} {name}[{buf.size}] __attribute__((aligned(64)));",
+                    *self.stmt(s.body, indent)]
+        size = -(-buf.nbytes // 64) * 64
+        return [f"{pad}{ct}* restrict {name} = ({ct}*)aligned_alloc(64, {size});",
+                f"{pad}if ({name} == NULL) return -1;",
+                *self.stmt(s.body, indent),
+                f"{pad}free({name});"]
+
+    # ------------------------------------------------------------------ function
+    def generate(self) -> str:
+        body = vectorize(flatten(self.func.body), self.vector_bytes)
+        self.promoted = promote_registers(body)
+        params = []
+        for buf in self.func.args:
+            params.append(f"{dt.c_type(buf.dtype)}* restrict {self.buf_name(buf)}")
+        lines = self.stmt(body, 1)
+        header = [_PRELUDE]
+        header += list(self.types.values())
+        header += list(self.helpers.values())
+        signature = f"int32_t {entry_name(self.func)}({', '.join(params)})"
+        return "\n".join([*header, "", f"{signature} {{", *lines, "  return 0;", "}", ""])
+
+
+def _nonnegative(e: Expr) -> bool:
+    from .arith import const_bounds
+
+    bounds = const_bounds(e, {})
+    if bounds is not None:
+        return bounds[0] >= 0
+    # loop variables are non-negative; sums and products of them too
+    if isinstance(e, Var):
+        return True
+    if isinstance(e, Binary) and e.op in ("+", "*", "floordiv", "floormod"):
+        return _nonnegative(e.a) and _nonnegative(e.b)
+    return False
+
+
+def _const(c: Const) -> str:
+    if c.dtype == "bool":
+        return "1" if c.value else "0"
+    if dt.is_float(c.dtype):
+        v = float(c.value)
+        if math.isinf(v):
+            text = "INFINITY" if v > 0 else "(-INFINITY)"
+        elif math.isnan(v):
+            text = "NAN"
+        else:
+            text = repr(v)
+            if "e" not in text and "." not in text:
+                text += ".0"
+            text += "f"
+        return text if c.dtype == "float32" else f"((_Float16){text})"
+    if c.dtype == "int64":
+        return f"INT64_C({c.value})"
+    if c.dtype in ("int8", "uint8"):
+        return f"(({dt.c_type(c.dtype)}){c.value})"
+    return str(c.value) if c.value >= -(2**31) + 1 else f"({c.value})"
+
+
+def entry_name(func: LoweredFunc) -> str:
+    return f"tt_{func.name}"
+
+
+def generate_c(func: LoweredFunc, vector_bytes: int, threads: int) -> str:
+    """C source of a lowered function; the entry point is ``entry_name(func)``, returning 0,
+    or -1 when a heap buffer could not be allocated."""
+    return CCodegen(func, vector_bytes, threads).generate()

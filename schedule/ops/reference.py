@@ -1,0 +1,318 @@
+"""Straightforward numpy references for every operator, independent of the te definitions.
+
+Floats are computed in float64 and integers in int64, then cast to the output dtype
+(``out_dtype``, default the input dtype). Convolutions and pooling loop over the kernel
+window with numpy slicing.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+IntOrPair = int | Sequence[int]
+
+
+def _wide(x: np.ndarray) -> np.ndarray:
+    x = np.asarray(x)
+    if x.dtype.kind == "f":
+        return x.astype(np.float64)
+    if x.dtype.kind in "iu":
+        return x.astype(np.int64)
+    return x
+
+
+def _out(x: np.ndarray, dtype: str | np.dtype) -> np.ndarray:
+    return np.ascontiguousarray(np.asarray(x).astype(dtype))
+
+
+def _pair(v: IntOrPair) -> tuple[int, int]:
+    return (v, v) if isinstance(v, int) else (int(v[0]), int(v[1]))
+
+
+def _pads(v: IntOrPair) -> tuple[int, int, int, int]:
+    if not isinstance(v, int) and len(v) == 4:
+        return tuple(int(p) for p in v)  # type: ignore[return-value]
+    ph, pw = _pair(v)
+    return ph, pw, ph, pw
+
+
+# ---------------------------------------------------------------------------- linear algebra
+
+
+def matmul(a: np.ndarray, b: np.ndarray, transpose_a: bool = False, transpose_b: bool = False,
+           out_dtype: str | None = None) -> np.ndarray:
+    x = a.T if transpose_a else a
+    y = b.T if transpose_b else b
+    return _out(_wide(x) @ _wide(y), out_dtype or a.dtype)
+
+
+def dense(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None,
+          activation: str = "none", out_dtype: str | None = None) -> np.ndarray:
+    y = _wide(x) @ _wide(w).T
+    if bias is not None:
+        y = y + _wide(bias)[None, :]
+    y = {"none": lambda v: v, "relu": _relu, "gelu": _gelu}[activation](y)
+    return _out(y, out_dtype or x.dtype)
+
+
+def batch_matmul(a: np.ndarray, b: np.ndarray, transpose_b: bool = False,
+                 out_dtype: str | None = None) -> np.ndarray:
+    y = np.swapaxes(b, 1, 2) if transpose_b else b
+    return _out(np.matmul(_wide(a), _wide(y)), out_dtype or a.dtype)
+
+
+# ---------------------------------------------------------------------------- convolution
+
+
+def _window_slice(start: int, count: int, step: int) -> slice:
+    return slice(start, start + (count - 1) * step + 1, step)
+
+
+def _out_size(size: int, k: int, stride: int, pad_total: int, dilation: int) -> int:
+    return (size + pad_total - (k - 1) * dilation - 1) // stride + 1
+
+
+def conv2d_nchw(data: np.ndarray, kernel: np.ndarray, stride: IntOrPair = 1,
+                padding: IntOrPair = 0, dilation: IntOrPair = 1, groups: int = 1,
+                out_dtype: str | None = None) -> np.ndarray:
+    """data (N, C, H, W), kernel (K, C/groups, R, S) -> (N, K, OH, OW)."""
+    (sh, sw), (dh, dw), (pt, pl, pb, pr) = _pair(stride), _pair(dilation), _pads(padding)
+    N, C, H, W = data.shape
+    K, Cg, R, S = kernel.shape
+    OH, OW = _out_size(H, R, sh, pt + pb, dh), _out_size(W, S, sw, pl + pr, dw)
+    x = np.pad(_wide(data), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    w = _wide(kernel)
+    out = np.zeros((N, K, OH, OW), dtype=x.dtype)
+    Kg = K // groups
+    for g in range(groups):
+        xg = x[:, g * Cg:(g + 1) * Cg]
+        wg = w[g * Kg:(g + 1) * Kg]
+        for r in range(R):
+            for s in range(S):
+                patch = xg[:, :, _window_slice(r * dh, OH, sh), _window_slice(s * dw, OW, sw)]
+                out[:, g * Kg:(g + 1) * Kg] += np.einsum("nchw,kc->nkhw", patch, wg[:, :, r, s])
+    return _out(out, out_dtype or data.dtype)
+
+
+def conv2d_nhwc(data: np.ndarray, kernel: np.ndarray, stride: IntOrPair = 1,
+                padding: IntOrPair = 0, dilation: IntOrPair = 1, groups: int = 1,
+                out_dtype: str | None = None) -> np.ndarray:
+    """data (N, H, W, C), kernel (R, S, C/groups, K) -> (N, OH, OW, K)."""
+    (sh, sw), (dh, dw), (pt, pl, pb, pr) = _pair(stride), _pair(dilation), _pads(padding)
+    N, H, W, C = data.shape
+    R, S, Cg, K = kernel.shape
+    OH, OW = _out_size(H, R, sh, pt + pb, dh), _out_size(W, S, sw, pl + pr, dw)
+    x = np.pad(_wide(data), ((0, 0), (pt, pb), (pl, pr), (0, 0)))
+    w = _wide(kernel)
+    out = np.zeros((N, OH, OW, K), dtype=x.dtype)
+    Kg = K // groups
+    for g in range(groups):
+        for r in range(R):
+            for s in range(S):
+                patch = x[:, _window_slice(r * dh, OH, sh), _window_slice(s * dw, OW, sw),
+                          g * Cg:(g + 1) * Cg]
+                out[..., g * Kg:(g + 1) * Kg] += patch @ w[r, s, :, g * Kg:(g + 1) * Kg]
+    return _out(out, out_dtype or data.dtype)
+
+
+def depthwise_conv2d_nchw(data: np.ndarray, kernel: np.ndarray, stride: IntOrPair = 1,
+                          padding: IntOrPair = 0, dilation: IntOrPair = 1,
+                          out_dtype: str | None = None) -> np.ndarray:
+    """data (N, C, H, W), kernel (C, M, R, S) -> (N, C*M, OH, OW)."""
+    (sh, sw), (dh, dw), (pt, pl, pb, pr) = _pair(stride), _pair(dilation), _pads(padding)
+    N, C, H, W = data.shape
+    _, M, R, S = kernel.shape
+    OH, OW = _out_size(H, R, sh, pt + pb, dh), _out_size(W, S, sw, pl + pr, dw)
+    x = np.pad(_wide(data), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    w = _wide(kernel)
+    out = np.zeros((N, C, M, OH, OW), dtype=x.dtype)
+    for r in range(R):
+        for s in range(S):
+            patch = x[:, :, _window_slice(r * dh, OH, sh), _window_slice(s * dw, OW, sw)]
+            out += patch[:, :, None] * w[None, :, :, r, s, None, None]
+    return _out(out.reshape(N, C * M, OH, OW), out_dtype or data.dtype)
+
+
+# ---------------------------------------------------------------------------- pooling
+
+
+def _pool_windows(x: np.ndarray, R: int, S: int, sh: int, sw: int, OH: int, OW: int):
+    for r in range(R):
+        for s in range(S):
+            yield x[:, :, _window_slice(r, OH, sh), _window_slice(s, OW, sw)]
+
+
+def max_pool2d(data: np.ndarray, pool_size: IntOrPair, stride: IntOrPair = 1,
+               padding: IntOrPair = 0) -> np.ndarray:
+    (R, S), (sh, sw), (pt, pl, pb, pr) = _pair(pool_size), _pair(stride), _pads(padding)
+    N, C, H, W = data.shape
+    OH, OW = _out_size(H, R, sh, pt + pb, 1), _out_size(W, S, sw, pl + pr, 1)
+    low = -np.inf if data.dtype.kind == "f" else np.iinfo(data.dtype).min
+    x = np.pad(_wide(data), ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=low)
+    out = np.full((N, C, OH, OW), low, dtype=x.dtype)
+    for patch in _pool_windows(x, R, S, sh, sw, OH, OW):
+        out = np.maximum(out, patch)
+    return _out(out, data.dtype)
+
+
+def avg_pool2d(data: np.ndarray, pool_size: IntOrPair, stride: IntOrPair = 1,
+               padding: IntOrPair = 0, count_include_pad: bool = False) -> np.ndarray:
+    """Window means; without ``count_include_pad`` padding is left out of the count."""
+    (R, S), (sh, sw), (pt, pl, pb, pr) = _pair(pool_size), _pair(stride), _pads(padding)
+    N, C, H, W = data.shape
+    OH, OW = _out_size(H, R, sh, pt + pb, 1), _out_size(W, S, sw, pl + pr, 1)
+    pads = ((0, 0), (0, 0), (pt, pb), (pl, pr))
+    x = np.pad(_wide(data), pads)
+    ones = np.pad(np.ones((1, 1, H, W)), pads)
+    total = np.zeros((N, C, OH, OW))
+    count = np.zeros((1, 1, OH, OW))
+    for patch, valid in zip(_pool_windows(x, R, S, sh, sw, OH, OW),
+                            _pool_windows(ones, R, S, sh, sw, OH, OW), strict=True):
+        total += patch
+        count += valid
+    return _out(total / (R * S if count_include_pad else count), data.dtype)
+
+
+def global_avg_pool2d(data: np.ndarray) -> np.ndarray:
+    return _out(_wide(data).mean(axis=(2, 3), keepdims=True), data.dtype)
+
+
+# ---------------------------------------------------------------------------- normalisation
+
+
+def softmax(x: np.ndarray) -> np.ndarray:
+    v = _wide(x)
+    e = np.exp(v - v.max(axis=-1, keepdims=True))
+    return _out(e / e.sum(axis=-1, keepdims=True), x.dtype)
+
+
+def log_softmax(x: np.ndarray) -> np.ndarray:
+    v = _wide(x)
+    shifted = v - v.max(axis=-1, keepdims=True)
+    return _out(shifted - np.log(np.exp(shifted).sum(axis=-1, keepdims=True)), x.dtype)
+
+
+def layer_norm(x: np.ndarray, gamma: np.ndarray, beta: np.ndarray,
+               eps: float = 1e-5) -> np.ndarray:
+    v = _wide(x)
+    mean = v.mean(axis=-1, keepdims=True)
+    var = v.var(axis=-1, keepdims=True)
+    return _out((v - mean) / np.sqrt(var + eps) * _wide(gamma) + _wide(beta), x.dtype)
+
+
+# ---------------------------------------------------------------------------- element-wise
+
+_erf = np.vectorize(math.erf, otypes=[np.float64])
+
+
+def _relu(v: np.ndarray) -> np.ndarray:
+    return np.maximum(v, 0)
+
+
+def _gelu(v: np.ndarray) -> np.ndarray:
+    return 0.5 * v * (1.0 + _erf(v / math.sqrt(2.0)))
+
+
+def _sigmoid(v: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-v))
+
+
+def add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return _out(_wide(a) + _wide(b), np.result_type(a, b))
+
+
+def subtract(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return _out(_wide(a) - _wide(b), np.result_type(a, b))
+
+
+def multiply(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return _out(_wide(a) * _wide(b), np.result_type(a, b))
+
+
+def divide(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return _out(_wide(a) / _wide(b), np.result_type(a, b))
+
+
+def relu(x: np.ndarray) -> np.ndarray:
+    return _out(_relu(_wide(x)), x.dtype)
+
+
+def gelu(x: np.ndarray) -> np.ndarray:
+    return _out(_gelu(_wide(x)), x.dtype)
+
+
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    return _out(_sigmoid(_wide(x)), x.dtype)
+
+
+def tanh(x: np.ndarray) -> np.ndarray:
+    return _out(np.tanh(_wide(x)), x.dtype)
+
+
+def clip(x: np.ndarray, a_min: float, a_max: float) -> np.ndarray:
+    return _out(np.clip(_wide(x), a_min, a_max), x.dtype)
+
+
+def bias_add(data: np.ndarray, bias: np.ndarray, axis: int = 1) -> np.ndarray:
+    axis %= data.ndim
+    shape = [1] * data.ndim
+    shape[axis] = bias.shape[0]
+    return _out(_wide(data) + _wide(bias).reshape(shape), data.dtype)
+
+
+_CHAIN_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}
+_CHAIN_UNARY = {"relu": _relu, "gelu": _gelu, "sigmoid": _sigmoid, "tanh": np.tanh,
+                "clip": lambda v: np.clip(v, -1, 1)}
+
+
+def elementwise_chain(x: np.ndarray, ops: Sequence[str],
+                      operands: Sequence[np.ndarray] = ()) -> np.ndarray:
+    """``ops`` applied in order; binary ops take the next operand. Float chains round to the
+    dtype after each op (like the stage-by-stage te program); integer ones stay exact."""
+    rest = list(operands)
+    dtype = x.dtype
+    y = _wide(x)
+    for op in ops:
+        if op in _CHAIN_BINARY:
+            y = _CHAIN_BINARY[op](y, _wide(rest.pop(0)))
+        else:
+            y = _CHAIN_UNARY[op](y)
+        if dtype.kind == "f":
+            y = _wide(y.astype(dtype))
+    return _out(y, dtype)
+
+
+# ---------------------------------------------------------------------------- layout and reductions
+
+
+def pad(data: np.ndarray, pad_before: Sequence[int], pad_after: Sequence[int] | None = None,
+        value: float = 0) -> np.ndarray:
+    after = pad_before if pad_after is None else pad_after
+    return np.pad(data, list(zip(pad_before, after, strict=True)), constant_values=value)
+
+
+def transpose(data: np.ndarray, axes: Sequence[int] | None = None) -> np.ndarray:
+    return np.ascontiguousarray(np.transpose(data, axes))
+
+
+def reshape(data: np.ndarray, newshape: Sequence[int]) -> np.ndarray:
+    return np.ascontiguousarray(np.reshape(data, tuple(newshape)))
+
+
+def concatenate(arrays: Sequence[np.ndarray], axis: int = 0) -> np.ndarray:
+    return np.concatenate(list(arrays), axis=axis)
+
+
+def reduce_sum(data: np.ndarray, axis: int | Sequence[int] | None = None,
+               keepdims: bool = False) -> np.ndarray:
+    ax = axis if axis is None or isinstance(axis, int) else tuple(axis)
+    return _out(np.sum(_wide(data), axis=ax, keepdims=keepdims), data.dtype)
+
+
+def reduce_max(data: np.ndarray, axis: int | Sequence[int] | None = None,
+               keepdims: bool = False) -> np.ndarray:
+    ax = axis if axis is None or isinstance(axis, int) else tuple(axis)
+    return _out(np.max(data, axis=ax, keepdims=keepdims), data.dtype)

@@ -1,0 +1,378 @@
+"""Vectorization and register promotion on the flattened loop IR (before C printing).
+
+A loop marked ``vectorized`` becomes explicit vector statements: its extent is
+cut into chunks of the target's vector width (narrower power-of-two chunks and
+finally scalar code for the tail), each load/store whose flat index advances by
+one per iteration becomes a vector load/store, loop-invariant values broadcast,
+other strides become lane-by-lane gathers. A body that cannot be vectorized
+safely (a lane-dependent guard, a lane-dependent select over loads that could
+read out of bounds, scattered stores, half-precision) stays a scalar loop.
+
+Register promotion then turns a ``local`` buffer whose every access uses a
+constant index (after unrolling) into named scalar or vector variables.
+"""
+
+from __future__ import annotations
+
+from . import arith
+from . import dtype as dt
+from .expr import (
+    Binary,
+    Call,
+    Cast,
+    Compare,
+    Const,
+    Expr,
+    Load,
+    Logic,
+    Not,
+    Select,
+    Var,
+    free_vars,
+    substitute,
+    walk,
+)
+from .loop_ir import Allocate, Buffer, For, IfThenElse, Seq, Stmt, Store, seq
+
+
+class VLoad(Expr):
+    """``lanes`` consecutive elements of ``buffer`` starting at flat index ``base``."""
+
+    __slots__ = ("base", "buffer", "lanes")
+
+    def __init__(self, buffer: Buffer, base: Expr, lanes: int):
+        object.__setattr__(self, "buffer", buffer)
+        object.__setattr__(self, "base", base)
+        object.__setattr__(self, "lanes", lanes)
+        object.__setattr__(self, "dtype", vector_dtype(buffer.dtype, lanes))
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.base,)
+
+    def rebuild(self, children: list[Expr]) -> VLoad:
+        return VLoad(self.buffer, children[0], self.lanes)
+
+    def _make_key(self) -> tuple:
+        return ("vload", id(self.buffer), self.base.key(), self.lanes)
+
+
+class Broadcast(Expr):
+    __slots__ = ("lanes", "value")
+
+    def __init__(self, value: Expr, lanes: int):
+        object.__setattr__(self, "value", value)
+        object.__setattr__(self, "lanes", lanes)
+        object.__setattr__(self, "dtype", vector_dtype(value.dtype, lanes))
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.value,)
+
+    def rebuild(self, children: list[Expr]) -> Broadcast:
+        return Broadcast(children[0], self.lanes)
+
+    def _make_key(self) -> tuple:
+        return ("bcast", self.value.key(), self.lanes)
+
+
+class Lanes(Expr):
+    """A vector built lane by lane from scalar expressions (gathers, iota)."""
+
+    __slots__ = ("values",)
+
+    def __init__(self, values: list[Expr]):
+        object.__setattr__(self, "values", tuple(values))
+        object.__setattr__(self, "dtype", vector_dtype(values[0].dtype, len(values)))
+
+    def children(self) -> tuple[Expr, ...]:
+        return self.values
+
+    def rebuild(self, children: list[Expr]) -> Lanes:
+        return Lanes(children)
+
+    def _make_key(self) -> tuple:
+        return ("lanes", *(v.key() for v in self.values))
+
+
+class VStore(Stmt):
+    __slots__ = ("base", "buffer", "lanes", "value")
+
+    def __init__(self, buffer: Buffer, base: Expr, value: Expr, lanes: int):
+        self.buffer, self.base, self.value, self.lanes = buffer, base, value, lanes
+
+
+def vector_dtype(scalar: str, lanes: int) -> str:
+    return f"{scalar}x{lanes}"
+
+
+def split_vector_dtype(dtype: str) -> tuple[str, int]:
+    """("float32", 16) for "float32x16"; (dtype, 1) for scalars."""
+    if "x" in dtype:
+        base, lanes = dtype.rsplit("x", 1)
+        return base, int(lanes)
+    return dtype, 1
+
+
+class CannotVectorize(Exception):
+    pass
+
+
+# ---------------------------------------------------------------------------- flattening
+
+
+def flat_index(buf: Buffer, indices: tuple[Expr, ...]) -> Expr:
+    flat: Expr = Const(0, "int64" if buf.size >= 2**31 else "int32")
+    for idx, stride in zip(indices, buf.strides, strict=True):
+        flat = flat + (idx * stride if stride != 1 else idx)
+    return arith.simplify(flat)
+
+
+def _flatten_expr(e: Expr) -> Expr:
+    from .expr import transform
+
+    def fn(node: Expr) -> Expr | None:
+        if isinstance(node, Load) and isinstance(node.source, Buffer):
+            return Load(node.source, (flat_index(node.source, node.indices),), node.dtype)
+        return None
+
+    return transform(e, fn)
+
+
+def flatten(s: Stmt) -> Stmt:
+    """Multi-dimensional buffer indices become one flat (row-major, strided) index."""
+    if isinstance(s, Seq):
+        return Seq([flatten(c) for c in s.stmts])
+    if isinstance(s, For):
+        return For(s.var, s.extent, s.kind, flatten(s.body), s.pragmas)
+    if isinstance(s, Store):
+        idx = flat_index(s.buffer, s.indices)
+        return Store(s.buffer, (idx,), _flatten_expr(s.value))
+    if isinstance(s, IfThenElse):
+        return IfThenElse(_flatten_expr(s.cond), flatten(s.then_body),
+                          None if s.else_body is None else flatten(s.else_body))
+    if isinstance(s, Allocate):
+        return Allocate(s.buffer, flatten(s.body))
+    raise TypeError(f"unknown statement {type(s).__name__}")
+
+
+# ---------------------------------------------------------------------------- vectorize
+
+
+def vectorize(s: Stmt, vector_bytes: int) -> Stmt:
+    if isinstance(s, Seq):
+        return Seq([vectorize(c, vector_bytes) for c in s.stmts])
+    if isinstance(s, Allocate):
+        return Allocate(s.buffer, vectorize(s.body, vector_bytes))
+    if isinstance(s, IfThenElse):
+        return IfThenElse(s.cond, vectorize(s.then_body, vector_bytes),
+                          None if s.else_body is None else vectorize(s.else_body, vector_bytes))
+    if not isinstance(s, For):
+        return s
+    if s.kind != For.VECTORIZED:
+        return For(s.var, s.extent, s.kind, vectorize(s.body, vector_bytes), s.pragmas)
+    try:
+        return _vectorize_loop(s, vector_bytes)
+    except CannotVectorize:
+        return For(s.var, s.extent, For.SERIAL, s.body, {**s.pragmas, "simd": 1})
+
+
+def _chunks(extent: int, lanes: int) -> list[tuple[int, int]]:
+    out, start = [], 0
+    width = lanes
+    while start < extent:
+        while width > 1 and start + width > extent:
+            width //= 2
+        out.append((start, width))
+        start += width
+    return out
+
+
+def _vectorize_loop(loop: For, vector_bytes: int) -> Stmt:
+    if not isinstance(loop.extent, Const):
+        raise CannotVectorize("dynamic extent")
+    body = loop.body
+    stores = _straight_line(body, loop.var)
+    dtypes = {st.buffer.dtype for st in stores}
+    if any(d in ("float16", "bool") for d in dtypes) or not stores:
+        raise CannotVectorize("dtype")
+    width = min(vector_bytes // dt.itemsize(d) for d in dtypes)
+    width = min(width, 64)
+    out: list[Stmt] = []
+    for start, lanes in _chunks(int(loop.extent.value), width):
+        if lanes == 1:
+            out.append(_substitute_stmt(body, {loop.var: Const(start, loop.var.dtype)}))
+        else:
+            out.append(_vector_stmt(body, loop.var, start, lanes))
+    return seq(*out)
+
+
+def _straight_line(s: Stmt, var: Var) -> list[Store]:
+    if isinstance(s, Store):
+        return [s]
+    if isinstance(s, Seq):
+        out: list[Store] = []
+        for c in s.stmts:
+            out.extend(_straight_line(c, var))
+        return out
+    if isinstance(s, IfThenElse) and var not in free_vars(s.cond):
+        out = _straight_line(s.then_body, var)
+        if s.else_body is not None:
+            out += _straight_line(s.else_body, var)
+        return out
+    raise CannotVectorize(type(s).__name__)
+
+
+def _substitute_stmt(s: Stmt, mapping: dict[Var, Expr]) -> Stmt:
+    from .passes import simplify_stmt, substitute_stmt
+
+    return simplify_stmt(substitute_stmt(s, mapping), {}) or Seq([])
+
+
+def _vector_stmt(s: Stmt, var: Var, start: int, lanes: int) -> Stmt:
+    if isinstance(s, Seq):
+        return Seq([_vector_stmt(c, var, start, lanes) for c in s.stmts])
+    if isinstance(s, IfThenElse):
+        cond = arith.simplify(substitute(s.cond, {var: Const(start, var.dtype)}))
+        return IfThenElse(cond, _vector_stmt(s.then_body, var, start, lanes),
+                          None if s.else_body is None
+                          else _vector_stmt(s.else_body, var, start, lanes))
+    assert isinstance(s, Store)
+    index = s.indices[0]
+    coeff, base = _stride(index, var, start)
+    if coeff != 1:
+        raise CannotVectorize("store stride")
+    value = _vec(s.value, var, start, lanes)
+    if split_vector_dtype(value.dtype)[1] == 1:
+        value = Broadcast(value, lanes)
+    return VStore(s.buffer, base, value, lanes)
+
+
+def _stride(index: Expr, var: Var, start: int) -> tuple[int | None, Expr]:
+    """(coefficient of ``var``, index at ``var = start``); coefficient None if not affine."""
+    lin = arith.linear(index)
+    if lin is None:
+        return None, index
+    coeff = 0
+    for k, c in lin.terms.items():
+        atom = lin.atoms[k]
+        if atom is var:
+            coeff = c
+        elif var in free_vars(atom):
+            return None, index
+    return coeff, arith.simplify(substitute(index, {var: Const(start, var.dtype)}))
+
+
+def _vec(e: Expr, var: Var, start: int, lanes: int) -> Expr:
+    """The vector form of ``e`` for lanes ``var = start .. start + lanes - 1``; scalars stay
+    scalar (the C vector extension broadcasts them in mixed operations)."""
+    if var not in free_vars(e):
+        return arith.simplify(e) if dt.is_int(e.dtype) else e
+    if isinstance(e, Var):
+        return Lanes([Const(start + i, e.dtype) for i in range(lanes)])
+    if isinstance(e, Load):
+        coeff, base = _stride(e.indices[0], var, start)
+        if coeff == 1:
+            return VLoad(e.source, base, lanes)
+        return Lanes([arith.simplify(substitute(e, {var: Const(start + i, var.dtype)}))
+                      for i in range(lanes)])
+    if isinstance(e, Select):
+        cond = _vec(e.cond, var, start, lanes)
+        if split_vector_dtype(cond.dtype)[1] > 1 and any(
+                isinstance(n, Load) for side in (e.true_value, e.false_value) for n in walk(side)):
+            raise CannotVectorize("lane-dependent select over loads")
+        return Select(cond, _vec(e.true_value, var, start, lanes),
+                      _vec(e.false_value, var, start, lanes))
+    if isinstance(e, Compare | Logic):
+        return type(e)(e.op, _vec(e.a, var, start, lanes), _vec(e.b, var, start, lanes),
+                       vector_dtype("bool", lanes))
+    if isinstance(e, Binary):
+        a, b = _vec(e.a, var, start, lanes), _vec(e.b, var, start, lanes)
+        return Binary(e.op, a, b, vector_dtype(e.dtype, lanes))
+    if isinstance(e, Not):
+        return _not_vec(_vec(e.a, var, start, lanes), lanes)
+    if isinstance(e, Call):
+        args = tuple(_vec(a, var, start, lanes) for a in e.args)
+        return Call(e.name, args, vector_dtype(e.dtype, lanes))
+    if isinstance(e, Cast):
+        inner = _vec(e.value, var, start, lanes)
+        if split_vector_dtype(inner.dtype)[0] == "bool":
+            raise CannotVectorize("cast of a mask")
+        return _cast_vec(e.dtype, inner, lanes)
+    raise CannotVectorize(type(e).__name__)
+
+
+def _not_vec(a: Expr, lanes: int) -> Expr:
+    return Compare("==", a, Broadcast(Const(False, "bool"), lanes), vector_dtype("bool", lanes))
+
+
+def _cast_vec(dtype: str, inner: Expr, lanes: int) -> Expr:
+    out = Cast.__new__(Cast)
+    object.__setattr__(out, "dtype", vector_dtype(dtype, lanes))
+    object.__setattr__(out, "value", inner)
+    return out
+
+
+# ---------------------------------------------------------------------------- promotion
+
+
+def promote_registers(s: Stmt) -> dict[Buffer, int]:
+    """Find local buffers that can live in variables: every access has a constant index
+    (scalar accesses), or every access is a vector of the same lane count at a constant,
+    aligned base. Returns {buffer: lanes of each variable}."""
+    accesses: dict[Buffer, set[tuple[str, int, int]]] = {}
+    local: list[Buffer] = []
+
+    def record(buf: Buffer, kind: str, index: Expr, lanes: int) -> None:
+        value = int(index.value) if isinstance(index, Const) else -1
+        accesses.setdefault(buf, set()).add((kind, value, lanes))
+
+    def visit_expr(e: Expr) -> None:
+        for n in walk(e):
+            if isinstance(n, VLoad):
+                record(n.buffer, "v", n.base, n.lanes)
+            elif isinstance(n, Load) and isinstance(n.source, Buffer):
+                record(n.source, "s", n.indices[0], 1)
+
+    def visit(st: Stmt) -> None:
+        if isinstance(st, Allocate):
+            if st.buffer.scope == "local":
+                local.append(st.buffer)
+            visit(st.body)
+        elif isinstance(st, Seq):
+            for c in st.stmts:
+                visit(c)
+        elif isinstance(st, For):
+            visit_expr(st.extent)
+            visit(st.body)
+        elif isinstance(st, IfThenElse):
+            visit_expr(st.cond)
+            visit(st.then_body)
+            if st.else_body is not None:
+                visit(st.else_body)
+        elif isinstance(st, Store):
+            record(st.buffer, "s", st.indices[0], 1)
+            visit_expr(st.value)
+        elif isinstance(st, VStore):
+            record(st.buffer, "v", st.base, st.lanes)
+            visit_expr(st.value)
+
+    visit(s)
+    promoted: dict[Buffer, int] = {}
+    for buf in local:
+        acc = accesses.get(buf, set())
+        if not acc or any(value < 0 for _, value, _ in acc):
+            continue
+        kinds = {k for k, _, _ in acc}
+        lane_counts = {lanes for _, _, lanes in acc}
+        if len(kinds) != 1 or len(lane_counts) != 1:
+            continue
+        lanes = lane_counts.pop()
+        if any(value % lanes for _, value, _ in acc) or buf.size % lanes:
+            continue
+        if buf.size // lanes > 64:  # more variables than registers: leave it in memory
+            continue
+        promoted[buf] = lanes
+    return promoted
+
+
+__all__ = ["Broadcast", "Lanes", "VLoad", "VStore", "flatten", "promote_registers",
+           "split_vector_dtype", "vectorize"]
