@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from . import arith
 from .expr import Binary, Const, Expr, Load, Var, all_of, substitute, transform, walk
 from .loop_ir import Allocate, Buffer, For, IfThenElse, LoweredFunc, Seq, Stmt, Store, seq
-from .passes import simplify_stmt, unroll_loops
+from .passes import partition_guards, simplify_stmt, unroll_loops
 from .schedule import Schedule, ScheduleError, Split, Stage
 from .tensor import IterVar, Reduce, Tensor
 
@@ -278,7 +278,9 @@ class _Lowering:
         guards: list[Expr] = []
         for split in self.inexact_splits(st):
             guards.append(values[split.parent] < self.extents[split.parent])
-        if st.attach == "at":
+        if st.attach == "at" and not self._reads_in_bounds(st):
+            # Computing a few elements past the tensor's edge is harmless when every read
+            # stays inside its buffer: consumers never read them. Otherwise guard the edge.
             region = self.regions[st]
             for d, axis in enumerate(st.op.axis):
                 coord = region.mins[d] + values[axis]
@@ -289,6 +291,16 @@ class _Lowering:
                     guards.append(coord < st.op.shape[d])
         return [g for g in (arith.simplify(g, self.ranges) for g in guards)
                 if not (isinstance(g, Const) and g.value)]
+
+    def _reads_in_bounds(self, st: Stage) -> bool:
+        body = transform(substitute(self.bodies[st], self.root_values(st)), self._load)
+        for node in walk(body):
+            if isinstance(node, Load) and isinstance(node.source, Buffer):
+                for index, size in zip(node.indices, node.source.shape, strict=True):
+                    bounds = arith.const_bounds(arith.simplify(index, self.ranges), self.ranges)
+                    if bounds is None or bounds[0] < 0 or bounds[1] >= size:
+                        return False
+        return True
 
     def _nest(self, st: Stage) -> Stmt:
         leaves = st.leaf_iter_vars
@@ -360,6 +372,7 @@ class _Lowering:
         for buf in reversed(allocs):
             stmt = Allocate(buf, stmt)
         stmt = simplify_stmt(stmt, {})
+        stmt = simplify_stmt(partition_guards(stmt), {})
         stmt = unroll_loops(stmt)
         return LoweredFunc(self.name, args, stmt)
 

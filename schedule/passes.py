@@ -126,3 +126,167 @@ def unroll_loops(s: Stmt, auto_max_step: int = 0, ranges: arith.Ranges | None = 
     if explicit:
         loop.kind = For.SERIAL if steps is None or steps > MAX_UNROLL_STEPS else loop.kind
     return loop
+
+
+def _conjuncts(e: Expr) -> list[Expr]:
+    from .expr import Logic
+
+    if isinstance(e, Logic) and e.op == "and":
+        return _conjuncts(e.a) + _conjuncts(e.b)
+    return [e]
+
+
+def _all_iterations(cond: Expr, fixed: set[Var], ranges: arith.Ranges) -> Expr | None:
+    """A condition on the ``fixed`` variables under which ``cond`` (an integer comparison)
+    holds for every value of the other variables in ``ranges``; None if none is found."""
+    from .expr import Compare, free_vars
+
+    if not isinstance(cond, Compare) or cond.op not in ("<", "<=", ">", ">="):
+        return None
+    diff = arith.simplify(cond.a - cond.b) if cond.op in ("<", "<=") else \
+        arith.simplify(cond.b - cond.a)
+    strict = cond.op in ("<", ">")
+    if not free_vars(diff) - fixed:
+        return None
+    interval = arith.symbolic_interval(diff, fixed, ranges)
+    if interval is None:
+        return None
+    lin = arith.linear(interval[1])
+    bound = -lin.const
+    lin.const = 0
+    hi = arith.from_linear(lin, diff.dtype)
+    return hi < bound if strict else hi <= bound
+
+
+def partition_guards(s: Stmt, fixed: set[Var] | None = None,
+                     ranges: arith.Ranges | None = None, done: set[int] | None = None) -> Stmt:
+    """Version loops whose body has guards (from non-dividing splits or regions reaching past a
+    tensor's edge): inside the outermost loop a guard depends on, ``if (the guard holds for all
+    inner iterations) { body without it } else { body }``. The common full tiles then run
+    without per-element checks, so they vectorize and keep register tiles."""
+    fixed = set() if fixed is None else fixed
+    ranges = {} if ranges is None else ranges
+    done = set() if done is None else done
+    if isinstance(s, Seq):
+        return Seq([partition_guards(c, fixed, ranges, done) for c in s.stmts])
+    if isinstance(s, Allocate):
+        return Allocate(s.buffer, partition_guards(s.body, fixed, ranges, done))
+    if isinstance(s, IfThenElse):
+        return IfThenElse(s.cond, partition_guards(s.then_body, fixed, ranges, done),
+                          None if s.else_body is None
+                          else partition_guards(s.else_body, fixed, ranges, done))
+    if not isinstance(s, For):
+        return s
+    inner_fixed = fixed | {s.var}
+    bounds = arith.const_bounds(s.extent, ranges)
+    inner_ranges = dict(ranges)
+    inner_ranges[s.var] = (0, (bounds[1] if bounds else 1 << 30) - 1)
+    conditions: list[Expr] = []
+    versioned: dict[int, list[Expr]] = {}
+    for guard, loop_ranges in _guards_in(s.body, inner_ranges):
+        if id(guard) in done:
+            continue
+        keep = []
+        for c in _conjuncts(guard.cond):
+            from .expr import free_vars
+
+            if s.var in free_vars(c) and not (free_vars(c) - set(loop_ranges) - inner_fixed):
+                full = _all_iterations(c, inner_fixed, loop_ranges)
+                if full is not None:
+                    full = arith.simplify(full, inner_ranges)
+                    if not isinstance(full, Const):
+                        conditions.append(full)
+                        continue
+            keep.append(c)
+        if len(keep) < len(_conjuncts(guard.cond)):
+            versioned[id(guard)] = keep
+            done.add(id(guard))
+    body = s.body
+    if conditions:
+        from .expr import all_of
+
+        fast = clone_allocations(_drop_guards(body, versioned))
+        unique = {c.key(): c for c in conditions}
+        body = IfThenElse(all_of(unique.values()), fast, body)
+    body = partition_guards(body, inner_fixed, inner_ranges, done)
+    return For(s.var, s.extent, s.kind, body, s.pragmas)
+
+
+def _guards_in(s: Stmt, ranges: arith.Ranges):
+    """(guard, ranges of the loops around it) for every else-less IfThenElse in ``s``."""
+    if isinstance(s, IfThenElse):
+        if s.else_body is None:
+            yield s, ranges
+        yield from _guards_in(s.then_body, ranges)
+        if s.else_body is not None:
+            yield from _guards_in(s.else_body, ranges)
+    elif isinstance(s, Seq):
+        for c in s.stmts:
+            yield from _guards_in(c, ranges)
+    elif isinstance(s, Allocate):
+        yield from _guards_in(s.body, ranges)
+    elif isinstance(s, For):
+        bounds = arith.const_bounds(s.extent, ranges)
+        if bounds is not None:
+            inner = dict(ranges)
+            inner[s.var] = (0, bounds[1] - 1)
+            yield from _guards_in(s.body, inner)
+
+
+def _drop_guards(s: Stmt, versioned: dict[int, list[Expr]]) -> Stmt:
+    if isinstance(s, IfThenElse):
+        then_body = _drop_guards(s.then_body, versioned)
+        else_body = None if s.else_body is None else _drop_guards(s.else_body, versioned)
+        if id(s) in versioned:
+            from .expr import all_of
+
+            keep = versioned[id(s)]
+            return IfThenElse(all_of(keep), then_body) if keep else then_body
+        return IfThenElse(s.cond, then_body, else_body)
+    if isinstance(s, Seq):
+        return Seq([_drop_guards(c, versioned) for c in s.stmts])
+    if isinstance(s, Allocate):
+        return Allocate(s.buffer, _drop_guards(s.body, versioned))
+    if isinstance(s, For):
+        return For(s.var, s.extent, s.kind, _drop_guards(s.body, versioned), s.pragmas)
+    return s
+
+
+def clone_allocations(s: Stmt) -> Stmt:
+    """A copy of ``s`` whose allocated buffers are new objects (so two versions of a loop
+    body can be register-promoted independently)."""
+    from .expr import Load, transform
+    from .loop_ir import Buffer
+
+    mapping: dict[int, Buffer] = {}
+
+    def fresh(buf: Buffer) -> Buffer:
+        return mapping.get(id(buf), buf)
+
+    def rewrite(e: Expr) -> Expr:
+        def fn(node: Expr) -> Expr | None:
+            if isinstance(node, Load) and id(node.source) in mapping:
+                return Load(mapping[id(node.source)], node.indices, node.dtype)
+            return None
+
+        return transform(e, fn)
+
+    def visit(st: Stmt) -> Stmt:
+        if isinstance(st, Allocate):
+            old = st.buffer
+            new = Buffer(old.name, old.shape, old.dtype, old.scope)
+            new.strides = old.strides
+            mapping[id(old)] = new
+            return Allocate(new, visit(st.body))
+        if isinstance(st, Seq):
+            return Seq([visit(c) for c in st.stmts])
+        if isinstance(st, For):
+            return For(st.var, rewrite(st.extent), st.kind, visit(st.body), st.pragmas)
+        if isinstance(st, IfThenElse):
+            return IfThenElse(rewrite(st.cond), visit(st.then_body),
+                              None if st.else_body is None else visit(st.else_body))
+        if isinstance(st, Store):
+            return Store(fresh(st.buffer), [rewrite(i) for i in st.indices], rewrite(st.value))
+        return st
+
+    return visit(s)

@@ -80,7 +80,7 @@ def conv2d_nchw(data: np.ndarray, kernel: np.ndarray, stride: IntOrPair = 1,
                 out_dtype: str | None = None) -> np.ndarray:
     """data (N, C, H, W), kernel (K, C/groups, R, S) -> (N, K, OH, OW)."""
     (sh, sw), (dh, dw), (pt, pl, pb, pr) = _pair(stride), _pair(dilation), _pads(padding)
-    N, C, H, W = data.shape
+    N, _, H, W = data.shape
     K, Cg, R, S = kernel.shape
     OH, OW = _out_size(H, R, sh, pt + pb, dh), _out_size(W, S, sw, pl + pr, dw)
     x = np.pad(_wide(data), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
@@ -102,7 +102,7 @@ def conv2d_nhwc(data: np.ndarray, kernel: np.ndarray, stride: IntOrPair = 1,
                 out_dtype: str | None = None) -> np.ndarray:
     """data (N, H, W, C), kernel (R, S, C/groups, K) -> (N, OH, OW, K)."""
     (sh, sw), (dh, dw), (pt, pl, pb, pr) = _pair(stride), _pair(dilation), _pads(padding)
-    N, H, W, C = data.shape
+    N, H, W, _ = data.shape
     R, S, Cg, K = kernel.shape
     OH, OW = _out_size(H, R, sh, pt + pb, dh), _out_size(W, S, sw, pl + pr, dw)
     x = np.pad(_wide(data), ((0, 0), (pt, pb), (pl, pr), (0, 0)))
@@ -276,10 +276,8 @@ def elementwise_chain(x: np.ndarray, ops: Sequence[str],
     dtype = x.dtype
     y = _wide(x)
     for op in ops:
-        if op in _CHAIN_BINARY:
-            y = _CHAIN_BINARY[op](y, _wide(rest.pop(0)))
-        else:
-            y = _CHAIN_UNARY[op](y)
+        binary = _CHAIN_BINARY.get(op)
+        y = binary(y, _wide(rest.pop(0))) if binary else _CHAIN_UNARY[op](y)
         if dtype.kind == "f":
             y = _wide(y.astype(dtype))
     return _out(y, dtype)

@@ -130,6 +130,8 @@ class Param:
         """A raw value from command-line text (``1024``, ``true``, ``3,3``, ``add,relu``,
         or JSON); ``canonical`` still checks it."""
         text = text.strip()
+        if self.kind == "str":
+            return text[1:-1] if len(text) >= 2 and text[0] == text[-1] == '"' else text
         try:
             return json.loads(text)
         except ValueError:
