@@ -288,6 +288,8 @@ def as_expr(value: Any, like: str | None = None) -> Expr:
     """Convert a Python number (or an expression) to an expression, matching ``like``'s kind."""
     if isinstance(value, Expr):
         return value
+    if isinstance(getattr(value, "var", None), Var):  # an IterVar stands for its variable
+        return value.var
     if isinstance(value, bool):
         return Const(value, "bool")
     if isinstance(value, int):

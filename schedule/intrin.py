@@ -8,7 +8,7 @@ hardware (VTA, tensor cores) generate its code.
 
 from __future__ import annotations
 
-from .expr import Expr, Load, Var, transform
+from .expr import Const, Expr, Load, Var, substitute, transform
 from .printer import expr_str
 from .tensor import ComputeOp, Reduce, Tensor, TensorExprError
 
@@ -40,22 +40,36 @@ class _Alias:
         self.name = name
 
 
-def body_signature(op: ComputeOp) -> str:
-    """The body's text with tensor and axis names replaced by positions, for matching."""
-    axis_pos = {a.var: f"s{i}" for i, a in enumerate(op.axis)}
-    axis_pos.update({a.var: f"r{i}" for i, a in enumerate(op.reduce_axis)})
+def body_signature(op: ComputeOp, values: dict[Var, Expr] | None = None,
+                   names: dict[Var, str] | None = None) -> str:
+    """The body's text with tensors named by first use, axes by position and kind (s0, r0),
+    and index dimensions that do not vary inside the matched loops dropped, so that a loop
+    nest inside a bigger computation can be compared with an intrinsic's definition.
+
+    ``values`` expresses root axes through the matched loop variables (outer loops as 0);
+    ``names`` names those variables. By default the op's own axes are the matched loops."""
+    if values is None:
+        values = {a.var: a.var for a in [*op.axis, *op.reduce_axis]}
+        names = {a.var: f"s{i}" for i, a in enumerate(op.axis)}
+        names.update({a.var: f"r{i}" for i, a in enumerate(op.reduce_axis)})
     aliases: dict[int, _Alias] = {}
 
     def rename(node: Expr) -> Expr | None:
-        if isinstance(node, Var) and node in axis_pos:
-            return Var(axis_pos[node], node.dtype)
+        if isinstance(node, Var) and node in names:
+            return Var(names[node], node.dtype)
         if isinstance(node, Load):
             alias = aliases.setdefault(id(node.source.op), _Alias(f"in{len(aliases)}"))
-            return Load(alias, node.indices, node.dtype)
+            varying = tuple(i for i in node.indices if not isinstance(i, Const))
+            return Load(alias, varying, node.dtype)
         return None
+
+    from .arith import simplify
 
     body = op.body
     source = body.source if isinstance(body, Reduce) else body
+    source = transform(substitute(source, values),
+                       lambda n: Load(n.source, tuple(simplify(i) for i in n.indices), n.dtype)
+                       if isinstance(n, Load) else None)
     reducer = body.reducer.name if isinstance(body, Reduce) else "none"
     return f"{reducer}:{op.dtype}:{expr_str(transform(source, rename))}"
 

@@ -239,8 +239,8 @@ class _Lowering:
     def _make_buffers(self) -> list[Buffer]:
         args: list[Buffer] = []
         for st in self.arg_stages:
-            buf = Buffer(_c_safe(st.name), st.op.shape, st.op.dtype, "global", st.storage_align)
-            if st.storage_align:
+            buf = Buffer(_c_safe(st.name), st.op.shape, st.op.dtype, "global", st.align)
+            if st.align:
                 raise ScheduleError(f"storage_align on {st.name}: an argument's layout is fixed")
             self.buffers[st] = buf
             args.append(buf)
@@ -250,7 +250,7 @@ class _Lowering:
             if st.is_output:
                 raise ScheduleError(f"output {st.name} must be one of the arguments")
             self.buffers[st] = Buffer(_c_safe(st.name), self.regions[st].extents, st.op.dtype,
-                                      st.scope, st.storage_align)
+                                      st.scope, st.align)
         for st in self.s.stages:
             if st.is_placeholder and any(self._reads(c, st) for c in self.stages
                                          if c.attach != "inline") and st not in self.buffers:

@@ -13,7 +13,7 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from .expr import Expr, Load, Var, substitute, transform
+from .expr import Const, Expr, Load, Var, substitute, transform
 from .intrin import body_signature, get_tensor_intrin
 from .tensor import ComputeOp, IterVar, Operation, PlaceholderOp, Reduce, Tensor, compute
 
@@ -60,7 +60,7 @@ class Stage:
         self.attach: str = "root"  # "root" | "inline" | "at"
         self.attach_stage: Stage | None = None
         self.attach_ivar: IterVar | None = None
-        self.storage_align: dict[int, tuple[int, int]] = {}
+        self.align: dict[int, tuple[int, int]] = {}
         self._set_op(op)
 
     def _set_op(self, op: Operation) -> None:
@@ -250,7 +250,7 @@ class Stage:
         if factor < 1 or not 0 <= offset < factor:
             raise self._fail("storage_align", f"need factor >= 1 and 0 <= offset < factor, "
                              f"got factor={factor}, offset={offset}")
-        self.storage_align[dim - 1] = (factor, offset)
+        self.align[dim - 1] = (factor, offset)
         self._record(["storage_align", self.name, iv.name, factor, offset])
 
     def tensorize(self, ref: IterVar | str, intrin: Any) -> None:
@@ -267,10 +267,16 @@ class Stage:
         if sorted(extents) != sorted(intrin.extents) or len(inner) != len(intrin.extents):
             raise self._fail("tensorize", f"the loops from {iv.name} inward have extents "
                              f"{extents}, the intrinsic {intrin.name} has {intrin.extents}")
-        if body_signature(self.op) != intrin.body_signature():
-            raise self._fail("tensorize", f"the computation does not match intrinsic "
-                             f"{intrin.name}: {body_signature(self.op)} vs "
-                             f"{intrin.body_signature()}")
+        leaf_values: dict[IterVar, Expr] = {
+            iv: (iv.var if iv in inner else Const(0, "int32")) for iv in self.leaf_iter_vars}
+        values = self.root_values(leaf_values)
+        roots = {a.var: values[a] for a in self.root_iter_vars}
+        names = {iv.var: f"s{n}" for n, iv in enumerate(x for x in inner if not x.is_reduce)}
+        names.update({iv.var: f"r{n}" for n, iv in enumerate(x for x in inner if x.is_reduce)})
+        ours, theirs = body_signature(self.op, roots, names), intrin.body_signature()
+        if ours != theirs:
+            raise self._fail("tensorize", f"the loops from {iv.name} inward compute {ours}, "
+                             f"which does not match intrinsic {intrin.name}: {theirs}")
         self.tensorized[iv] = intrin.name
         self._record(["tensorize", self.name, iv.name, intrin.name])
 

@@ -47,6 +47,20 @@ class IterVar:
         return f"IterVar({self.name}, extent={self.extent}, {self.kind})"
 
 
+def _delegate(name: str) -> Callable[..., Expr]:
+    def method(self: IterVar, *args: Any) -> Expr:
+        return getattr(self.var, name)(*args)
+
+    return method
+
+
+# An axis can be used directly in index arithmetic (``k <= i``, ``i * 2 + r``), as in TVM.
+for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
+              "__floordiv__", "__rfloordiv__", "__mod__", "__rmod__", "__neg__", "__lt__",
+              "__le__", "__gt__", "__ge__"):
+    setattr(IterVar, _name, _delegate(_name))
+
+
 def _extent(value: Any, what: str) -> int:
     if isinstance(value, Const):
         value = value.value
@@ -96,7 +110,7 @@ class Reducer:
 
     def __call__(self, source: Any, axis: IterVar | Sequence[IterVar],
                  where: Any = None) -> Reduce:
-        axes = [axis] if isinstance(axis, IterVar) else list(axis)
+        axes = list(axis) if isinstance(axis, list | tuple) else [axis]
         if not axes:
             raise TensorExprError(f"{self.name}: reduction needs at least one axis")
         for a in axes:
@@ -262,6 +276,7 @@ def _axis_names(fcompute: Callable[..., Any], ndim: int) -> list[str]:
         params = []
     if any(p.kind == p.VAR_POSITIONAL for p in params):
         return [f"ax{i}" for i in range(ndim)]
+    params = [p for p in params if p.default is p.empty]
     if len(params) != ndim:
         raise TensorExprError(
             f"compute of shape {ndim}-d needs a function of {ndim} index argument(s), "
