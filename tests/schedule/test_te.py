@@ -147,8 +147,8 @@ def test_small_integer_and_half_dtypes():
     A = te.placeholder((4, 6), "int8", name="A")
     B = te.placeholder((6, 3), "int8", name="B")
     k = te.reduce_axis((0, 6), name="k")
-    C = te.compute((4, 3), lambda i, j: te.sum(te.cast("int32", A[i, k]) * te.cast("int32", B[k, j]),
-                                               axis=k), name="C")
+    C = te.compute((4, 3), lambda i, j: te.sum(
+        te.cast("int32", A[i, k]) * te.cast("int32", B[k, j]), axis=k), name="C")
     check(te.create_schedule(C), [A, B, C],
           lambda a, b: a.astype("int32") @ b.astype("int32"))
     H = te.placeholder((7,), "float16", name="H")
