@@ -25,7 +25,7 @@ def _wide(x: np.ndarray) -> np.ndarray:
 
 
 def _out(x: np.ndarray, dtype: str | np.dtype) -> np.ndarray:
-    return np.ascontiguousarray(np.asarray(x).astype(dtype))
+    return np.array(x, dtype=dtype, order="C")  # keeps 0-d results 0-d
 
 
 def _pair(v: IntOrPair) -> tuple[int, int]:
@@ -293,11 +293,11 @@ def pad(data: np.ndarray, pad_before: Sequence[int], pad_after: Sequence[int] | 
 
 
 def transpose(data: np.ndarray, axes: Sequence[int] | None = None) -> np.ndarray:
-    return np.ascontiguousarray(np.transpose(data, axes))
+    return np.array(np.transpose(data, axes), order="C")
 
 
 def reshape(data: np.ndarray, newshape: Sequence[int]) -> np.ndarray:
-    return np.ascontiguousarray(np.reshape(data, tuple(newshape)))
+    return np.array(np.reshape(data, tuple(newshape)), order="C")
 
 
 def concatenate(arrays: Sequence[np.ndarray], axis: int = 0) -> np.ndarray:

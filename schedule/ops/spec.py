@@ -244,7 +244,7 @@ class OpSpec:
             elif p.required:
                 raise ParamError(p.name, "missing (required)")
             else:
-                out[p.name] = list(p.default) if isinstance(p.default, list) else p.default
+                out[p.name] = p.canonical(p.default)  # a fresh canonical copy
         if self.check_fn is not None:
             self.check_fn(out)
         self._check_sizes(out)
@@ -312,7 +312,7 @@ class OpSpec:
                                  f"{list(a.shape)}, got {arr.dtype} {list(arr.shape)}")
             arrays.append(arr)
         out = self.reference_fn(arrays, p)
-        return np.ascontiguousarray(out, dtype=args[-1].dtype).reshape(args[-1].shape)
+        return np.array(out, dtype=args[-1].dtype, order="C").reshape(args[-1].shape)
 
     def flops(self, params: Mapping[str, Any]) -> float:
         """Floating-point (or integer) operations of one run; a multiply-add counts 2."""
@@ -328,7 +328,7 @@ class OpSpec:
             else:
                 arr = rng.integers(int(a.low), int(a.high), size=a.shape, endpoint=True,
                                    dtype=np.dtype(a.dtype))
-            out.append(np.ascontiguousarray(arr))
+            out.append(np.array(arr, order="C"))
         return out
 
     def empty_output(self, params: Mapping[str, Any]) -> np.ndarray:
