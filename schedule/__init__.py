@@ -4,8 +4,9 @@ IR, and code generation for targets.
     from schedule import te, ops, build, lower
 """
 
-from . import te
+from . import ops, te
 from .build import BuildError, Module, build
+from .dag import canonical_text, workload_key
 from .loop_ir import LoweredFunc
 from .lower import lower
 from .schedule import Schedule, ScheduleError
@@ -14,5 +15,6 @@ from .tensor import TensorExprError
 
 __all__ = [
     "BuildError", "LoweredFunc", "Module", "Schedule", "ScheduleError", "Target",
-    "TensorExprError", "build", "host_cpu_target", "lower", "te",
+    "TensorExprError", "build", "canonical_text", "host_cpu_target", "lower", "ops", "te",
+    "workload_key",
 ]

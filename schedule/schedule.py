@@ -14,6 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .expr import Const, Expr, Load, Var, substitute, transform
+from .dag import post_order
 from .intrin import body_signature, get_tensor_intrin
 from .tensor import ComputeOp, IterVar, Operation, PlaceholderOp, Reduce, Tensor, compute
 
@@ -341,7 +342,7 @@ class Schedule:
         self.stages: list[Stage] = []
         self._stage_of_op: dict[int, Stage] = {}
         names: set[str] = set()
-        for op in _post_order([t.op for t in self.outputs]):
+        for op in post_order(self.outputs):
             name, n = op.name, 1
             while name in names:
                 name = f"{op.name}_{n}"
@@ -555,23 +556,6 @@ def _replace_reads(op: ComputeOp, mapping: dict[int, Tensor], schedule: Schedule
 
     new_op = ComputeOp(op.name, op.axis, transform(op.body, fn), op.tag, op.attrs)
     return new_op
-
-
-def _post_order(roots: list[Operation]) -> list[Operation]:
-    order: list[Operation] = []
-    seen: set[int] = set()
-
-    def visit(op: Operation) -> None:
-        if id(op) in seen:
-            return
-        seen.add(id(op))
-        for t in op.input_tensors:
-            visit(t.op)
-        order.append(op)
-
-    for op in roots:
-        visit(op)
-    return order
 
 
 def create_schedule(outputs: Tensor | Sequence[Tensor]) -> Schedule:

@@ -251,7 +251,9 @@ class OpSpec:
         return out
 
     def _check_sizes(self, p: dict[str, Any]) -> None:
-        dims = [q.name for q in self.params if q.dim]
+        # Blame the largest dimension parameter; the message lists them all.
+        dims = sorted((q.name for q in self.params if q.dim),
+                      key=lambda name: -max(np.atleast_1d(p[name])))
         for arg in self.args_fn(p):
             n = math.prod(arg.shape)
             if n > MAX_ELEMENTS or max(arg.shape, default=1) > MAX_DIM:

@@ -1,9 +1,10 @@
 """The registered workload operators of DESIGN.md's table, as ``OpSpec`` objects.
 
 Every op takes ``dtype`` (default float32). Integer matrix products and convolutions
-accumulate and return int32 for int8 inputs. ``avg_pool2d`` leaves padding out of the
-count (``count_include_pad=False``). In ``elementwise``, binary ops (add, sub, mul, div)
-each take one more input of the same shape, and ``clip`` clips to [-1, 1].
+accumulate and return int32 for int8 inputs (a dense bias then is int32 too).
+``avg_pool2d`` leaves padding out of the count (``count_include_pad=False``). In
+``elementwise``, binary ops (add, sub, mul, div) each take one more input of the same
+shape, and ``clip`` clips to [-1, 1].
 FLOPs: a multiply-add counts 2; every other element-wise operation, comparison or
 exponential counts 1 per element.
 """

@@ -493,7 +493,11 @@ REGISTRY_CASES: list[tuple[str, dict[str, Any]]] = [
 
 def _rid(case: tuple[str, dict[str, Any]]) -> str:
     name, params = case
-    return name + "-" + "-".join(f"{k}{v}" for k, v in params.items()).replace(" ", "")
+
+    def text(v: Any) -> str:
+        return "x".join(map(str, v)) if isinstance(v, list) else str(v)
+
+    return name + "-" + "-".join(f"{k}{text(v)}" for k, v in params.items())
 
 
 def _registry_run(name: str, params: dict[str, Any],
@@ -512,6 +516,30 @@ def test_registered_op_matches_reference_interpreted(case: tuple[str, dict[str, 
 @pytest.mark.parametrize("case", REGISTRY_CASES, ids=_rid)
 def test_registered_op_matches_reference_built(case: tuple[str, dict[str, Any]]) -> None:
     _registry_run(*case, run_built)
+
+
+INLINE_CASES = [c for c in REGISTRY_CASES if c[0] in (
+    "conv2d_nchw", "conv2d_nhwc", "depthwise_conv2d_nchw", "max_pool2d", "avg_pool2d",
+    "softmax", "dense", "elementwise")]
+
+
+@pytest.mark.parametrize("case", INLINE_CASES, ids=_rid)
+def test_registered_op_with_injective_stages_inlined_built(
+        case: tuple[str, dict[str, Any]]) -> None:
+    """The pad, bias and activation stages are meant to be inlined by schedules."""
+    from schedule import build
+
+    name, params = case
+    spec = ops.get_op(name)
+    args = spec.build(params)
+    s = te.create_schedule(args[-1])
+    for op in _ops_of(args[-1])[:-1]:
+        if isinstance(op, ComputeOp) and op.is_injective:
+            s[op].compute_inline()
+    inputs = spec.random_inputs(params, seed=2)
+    out = spec.empty_output(params)
+    build(s, args, target="cpu")(*inputs, out)
+    assert_matches(out, spec.reference(inputs, params))
 
 
 # ---------------------------------------------------------------------------- registry API
@@ -604,6 +632,7 @@ BAD_PARAMS: list[tuple[str, dict[str, Any], str]] = [
     ("matmul", {**MM, "M": None}, "M"),
     ("matmul", {**MM, "M": (1 << 20) + 1}, "M"),
     ("matmul", {"M": 1 << 20, "N": 1 << 20, "K": 1}, "M"),
+    ("matmul", {"M": 4, "N": 1 << 12, "K": 1 << 20}, "K"),
     ("matmul", {**MM, "transpose_a": "yes"}, "transpose_a"),
     ("matmul", {**MM, "transpose_b": 1}, "transpose_b"),
     ("matmul", {**MM, "dtype": "float64"}, "dtype"),
@@ -627,7 +656,8 @@ BAD_PARAMS: list[tuple[str, dict[str, Any], str]] = [
     ("conv2d_nchw", {**CONV, "dilation": [0, 1]}, "dilation"),
     ("conv2d_nchw", {**CONV, "dilation": [1, 1.5]}, "dilation"),
     ("conv2d_nchw", {**CONV, "padding": 1 << 13}, "padding"),
-    ("conv2d_nchw", {**CONV, "H": 1 << 20, "W": 1 << 20, "R": 1, "S": 1}, "N"),
+    ("conv2d_nchw", {**CONV, "H": 1 << 20, "W": 1 << 20, "R": 1, "S": 1}, "H"),
+    ("conv2d_nhwc", {**CONV, "N": 1 << 10, "H": 1 << 12, "W": 1 << 12}, "H"),
     ("conv2d_nhwc", {**CONV, "C": 5, "groups": 2}, "groups"),
     ("conv2d_nhwc", {**CONV, "W": 2}, "S"),
     ("depthwise_conv2d_nchw", {**POOL, "H": 2}, "R"),

@@ -68,3 +68,26 @@ def test_replay_error_names_the_step_index():
     A, B, C = matmul(8, 8, 8)
     with pytest.raises(ScheduleError, match=r"step 1 \['split', 'C', 'i', 2\].*already split"):
         te.create_schedule(C).replay([["split", "C", "i", 2], ["split", "C", "i", 2]])
+
+
+def test_workload_key_is_structural_and_stable():
+    from schedule import canonical_text, workload_key
+
+    def mm(names):
+        A = te.placeholder((8, 4), name="A")
+        B = te.placeholder((4, 6), name="B")
+        k = te.reduce_axis((0, 4), name=names[2])
+        return te.compute((8, 6), eval(f"lambda {names[0]}, {names[1]}: "  # noqa: S307
+                                       "te.sum(A[{0}, k] * B[k, {1}], axis=k)".format(*names),
+                                       {"te": te, "A": A, "B": B, "k": k}), name="C")
+
+    assert workload_key(mm("ijk")) == workload_key(mm("xyz"))
+    assert "sum" in canonical_text(mm("ijk"))
+    A, B, C = matmul(8, 6, 4)
+    A2, B2, C2 = matmul(8, 6, 5)
+    assert workload_key(C) != workload_key(C2)
+    program = ("from tests.schedule.helpers import matmul\nfrom schedule import workload_key\n"
+               "print(workload_key(matmul(8, 6, 4)[2]))")
+    out = subprocess.run([sys.executable, "-c", program], cwd=ROOT, capture_output=True,
+                         text=True, check=True, env={**os.environ, "PYTHONHASHSEED": "7"})
+    assert out.stdout.strip() == workload_key(C)
