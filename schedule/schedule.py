@@ -13,8 +13,8 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
-from .expr import Const, Expr, Load, Var, substitute, transform
 from .dag import post_order
+from .expr import Const, Expr, Load, Var, substitute, transform
 from .intrin import body_signature, get_tensor_intrin
 from .tensor import ComputeOp, IterVar, Operation, PlaceholderOp, Reduce, Tensor, compute
 

@@ -73,16 +73,16 @@ def test_replay_error_names_the_step_index():
 def test_workload_key_is_structural_and_stable():
     from schedule import canonical_text, workload_key
 
-    def mm(names):
+    def mm(axis_name: str, fcompute):
         A = te.placeholder((8, 4), name="A")
         B = te.placeholder((4, 6), name="B")
-        k = te.reduce_axis((0, 4), name=names[2])
-        return te.compute((8, 6), eval(f"lambda {names[0]}, {names[1]}: "  # noqa: S307
-                                       "te.sum(A[{0}, k] * B[k, {1}], axis=k)".format(*names),
-                                       {"te": te, "A": A, "B": B, "k": k}), name="C")
+        k = te.reduce_axis((0, 4), name=axis_name)
+        return te.compute((8, 6), fcompute(A, B, k), name="C")
 
-    assert workload_key(mm("ijk")) == workload_key(mm("xyz"))
-    assert "sum" in canonical_text(mm("ijk"))
+    first = mm("k", lambda A, B, k: lambda i, j: te.sum(A[i, k] * B[k, j], axis=k))
+    second = mm("z", lambda A, B, k: lambda x, y: te.sum(A[x, k] * B[k, y], axis=k))
+    assert workload_key(first) == workload_key(second)
+    assert "sum" in canonical_text(first)
     A, B, C = matmul(8, 6, 4)
     A2, B2, C2 = matmul(8, 6, 5)
     assert workload_key(C) != workload_key(C2)
