@@ -45,7 +45,8 @@ def _optional_contenders(a: np.ndarray, b: np.ndarray) -> dict:
             [helper.make_tensor_value_info("A", TensorProto.FLOAT, list(a.shape)),
              helper.make_tensor_value_info("B", TensorProto.FLOAT, list(b.shape))],
             [helper.make_tensor_value_info("C", TensorProto.FLOAT, [a.shape[0], b.shape[1]])])
-        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)],
+                                  ir_version=8)
         sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
         out["onnxruntime"] = lambda: sess.run(None, {"A": a, "B": b})
     except ImportError:
