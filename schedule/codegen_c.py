@@ -94,7 +94,7 @@ class CCodegen:
             vt = self.vtype(e.dtype)
             if e.buffer in self.promoted:
                 return self._reg(e.buffer, int(e.base.value))
-            helper = f"tt_vload_{vt}"
+            helper = f"tt_load_{vt.removeprefix('tt_')}"
             self.helpers.setdefault(helper, (
                 f"static inline {vt} {helper}(const void* p) "
                 f"{{ {vt} r; memcpy(&r, p, sizeof r); return r; }}"))
