@@ -8,7 +8,8 @@ The steps, in order:
    their buffers inside the loop they are attached to, the reduction init before
    the outermost reduction loop, and guards for non-dividing splits and regions
    that reach outside a tensor;
-4. simplify indices and unroll (explicit and ``auto_unroll_max_step``).
+4. simplify indices, version loops so that full tiles run without edge guards, and
+   unroll (explicit and ``auto_unroll_max_step``).
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ class _Region:
 
 
 class _Lowering:
+    """The state of one lowering: inlined bodies, regions, loop extents and buffers."""
+
     def __init__(self, s: Schedule, args: Sequence[Tensor], name: str):
         self.s = s
         self.name = name
@@ -145,27 +148,9 @@ class _Lowering:
         for iv in st.leaf_iter_vars:
             self.ranges[iv.var] = (0, ext[iv] - 1)
 
-    def _split_stride(self, rel: Split) -> int:
-        return rel.factor if rel.factor is not None else self.extents[rel.inner]
-
     def leaf_values(self, st: Stage) -> dict[IterVar, Expr]:
         """Every iteration variable of a stage in terms of its loop (leaf) variables."""
-        values: dict[IterVar, Expr] = {iv: iv.var for iv in st.leaf_iter_vars}
-        for rel in reversed(st.relations):
-            if isinstance(rel, Split):
-                values[rel.parent] = values[rel.outer] * self._split_stride(rel) \
-                    + values[rel.inner]
-            else:
-                inner = self.extents[rel.inner]
-                values[rel.outer] = values[rel.fused] // inner
-                values[rel.inner] = values[rel.fused] % inner
-        return values
-
-    def inexact_splits(self, st: Stage) -> list[Split]:
-        ext = self.extents
-        return [r for r in st.relations if isinstance(r, Split)
-                and ext[r.outer] * self._split_stride(r) != ext[r.parent]
-                and not (ext[r.outer] == 1 and ext[r.inner] == ext[r.parent])]
+        return st.root_values({iv: iv.var for iv in st.leaf_iter_vars}, self.extents)
 
     def root_values(self, st: Stage) -> dict[Var, Expr]:
         """Global coordinates of the stage's root axes in terms of its loop variables."""
@@ -276,7 +261,7 @@ class _Lowering:
 
     def _guards(self, st: Stage, values: dict[IterVar, Expr]) -> list[Expr]:
         guards: list[Expr] = []
-        for split in self.inexact_splits(st):
+        for split in st.inexact_splits(self.extents):
             guards.append(values[split.parent] < self.extents[split.parent])
         if st.attach == "at" and not self._reads_in_bounds(st):
             # Computing a few elements past the tensor's edge is harmless when every read

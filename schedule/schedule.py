@@ -37,10 +37,6 @@ class Split:
         self.parent, self.outer, self.inner = parent, outer, inner
         self.factor, self.nparts = factor, nparts
 
-    @property
-    def exact(self) -> bool:
-        return self.outer.extent * self.inner.extent == self.parent.extent
-
 
 class Fuse:
     __slots__ = ("fused", "inner", "outer")
@@ -318,19 +314,41 @@ class Stage:
         self._record(["compute_root", self.name])
 
     # ------------------------------------------------------------------ derived structure
-    def root_values(self, leaf_values: dict[IterVar, Expr]) -> dict[IterVar, Expr]:
-        """Express every iteration variable through the given leaf values."""
+    def root_values(self, leaf_values: dict[IterVar, Expr],
+                    extents: dict[IterVar, int] | None = None) -> dict[IterVar, Expr]:
+        """Express every iteration variable through the given leaf values. ``extents``
+        overrides the axes' own extents (lowering narrows a stage computed at another's
+        loop to its region there)."""
+        ext = extents if extents is not None else {}
         values: dict[IterVar, Expr] = dict(leaf_values)
         for rel in reversed(self.relations):
             if isinstance(rel, Split):
-                values[rel.parent] = values[rel.outer] * rel.inner.extent + values[rel.inner]
+                stride = rel.factor if rel.factor is not None else \
+                    ext.get(rel.inner, rel.inner.extent)
+                values[rel.parent] = values[rel.outer] * stride + values[rel.inner]
             else:
-                values[rel.outer] = values[rel.fused] // rel.inner.extent
-                values[rel.inner] = values[rel.fused] % rel.inner.extent
+                inner = ext.get(rel.inner, rel.inner.extent)
+                values[rel.outer] = values[rel.fused] // inner
+                values[rel.inner] = values[rel.fused] % inner
         return values
 
-    def inexact_splits(self) -> list[Split]:
-        return [r for r in self.relations if isinstance(r, Split) and not r.exact]
+    def inexact_splits(self, extents: dict[IterVar, int] | None = None) -> list[Split]:
+        """Splits whose parts cover more than the parent: their tails need a guard."""
+        ext = extents if extents is not None else {}
+
+        def extent(iv: IterVar) -> int:
+            return ext.get(iv, iv.extent)
+
+        out = []
+        for r in self.relations:
+            if not isinstance(r, Split):
+                continue
+            stride = r.factor if r.factor is not None else extent(r.inner)
+            covered = extent(r.outer) * stride
+            if covered != extent(r.parent) and not (
+                    extent(r.outer) == 1 and extent(r.inner) == extent(r.parent)):
+                out.append(r)
+        return out
 
 
 class Schedule:
