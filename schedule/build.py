@@ -71,6 +71,10 @@ class Module:
         self._fn = getattr(self._lib, entry_name(func))
         self._fn.argtypes = [ctypes.c_void_p] * len(func.args)
         self._fn.restype = ctypes.c_int32
+        self._time_fn = getattr(self._lib, f"{entry_name(func)}_time")
+        self._time_fn.argtypes = [ctypes.c_void_p] * len(func.args) + [
+            ctypes.c_int32, ctypes.c_int32, ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p]
+        self._time_fn.restype = ctypes.c_int32
 
     @property
     def args(self) -> list[Buffer]:
@@ -108,6 +112,25 @@ class Module:
         code = self._fn(*[a.ctypes.data for a in arrays])
         if code != 0:
             raise MemoryError(f"{self.func.name}: could not allocate an intermediate buffer")
+
+    def time(self, *arrays: np.ndarray, number: int = 1, repeat: int = 3,
+             min_repeat_ms: int = 0, flush_bytes: int = 0) -> list[float]:
+        """Seconds per call, one figure per repeat, timed by a loop inside the native code
+        (see ``codegen_c``): a warm-up call, then ``repeat`` timings of ``number`` calls,
+        each lasting at least ``min_repeat_ms``; with ``flush_bytes`` > 0 a scratch buffer
+        that large is written before each repeat to evict the caches."""
+        self.check_args(arrays)
+        for name, value in (("number", number), ("repeat", repeat)):
+            if not 1 <= value < 2**31:
+                raise ValueError(f"{name} must be between 1 and 2**31 - 1, got {value}")
+        if min_repeat_ms < 0 or flush_bytes < 0:
+            raise ValueError("min_repeat_ms and flush_bytes must not be negative")
+        results = (ctypes.c_double * repeat)()
+        code = self._time_fn(*[a.ctypes.data for a in arrays], number, repeat, min_repeat_ms,
+                             flush_bytes, results)
+        if code != 0:
+            raise MemoryError(f"{self.func.name}: could not allocate a buffer while timing")
+        return list(results)
 
     def __repr__(self) -> str:
         return f"Module({self.func.name}, args={[b.name for b in self.func.args]})"

@@ -35,6 +35,48 @@ _PRELUDE = """\
 #include <stdlib.h>
 #include <string.h>
 #include <math.h>
+#include <time.h>
+"""
+
+# The timing loop lives in the generated code, so no Python runs inside the timed region.
+# Like TVM's time evaluator: one untimed warm-up call; then per repeat, optionally evict the
+# caches by writing a scratch buffer, and time `number` calls, doubling `number` until a
+# repeat lasts at least `min_repeat_ms`. results[r] is the mean seconds per call of repeat r.
+_TIMER = """\
+static double tt_now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+int32_t %(name)s_time(%(params)s, int32_t number, int32_t repeat, int32_t min_repeat_ms,
+                      int64_t flush_bytes, double* results) {
+  volatile char* scratch = NULL;
+  if (flush_bytes > 0) {
+    scratch = (volatile char*)malloc((size_t)flush_bytes);
+    if (scratch == NULL) return -1;
+  }
+  int32_t code = %(name)s(%(args)s);
+  if (code != 0) { free((void*)scratch); return code; }
+  if (number < 1) number = 1;
+  for (int32_t r = 0; r < repeat; ++r) {
+    for (;;) {
+      if (scratch != NULL) {
+        for (int64_t i = 0; i < flush_bytes; i += 64) scratch[i] = (char)(i + r);
+      }
+      double start = tt_now();
+      for (int32_t n = 0; n < number; ++n) code |= %(name)s(%(args)s);
+      double elapsed = tt_now() - start;
+      if (elapsed * 1000.0 >= (double)min_repeat_ms || number >= (1 << 30)) {
+        results[r] = elapsed / (double)number;
+        break;
+      }
+      number *= 2;
+    }
+  }
+  free((void*)scratch);
+  return code;
+}
 """
 
 _SCALAR_MATH = {
@@ -310,8 +352,12 @@ class CCodegen:
         header = [_PRELUDE]
         header += list(self.types.values())
         header += list(self.helpers.values())
-        signature = f"int32_t {entry_name(self.func)}({', '.join(params)})"
-        return "\n".join([*header, "", f"{signature} {{", *lines, "  return 0;", "}", ""])
+        name = entry_name(self.func)
+        signature = f"int32_t {name}({', '.join(params)})"
+        timer = _TIMER % {"name": name, "params": ", ".join(params),
+                          "args": ", ".join(self.buf_name(b) for b in self.func.args)}
+        return "\n".join([*header, "", f"{signature} {{", *lines, "  return 0;", "}", "",
+                          timer])
 
 
 def _nonnegative(e: Expr) -> bool:
@@ -355,6 +401,7 @@ def entry_name(func: LoweredFunc) -> str:
 
 
 def generate_c(func: LoweredFunc, vector_bytes: int, threads: int) -> str:
-    """C source of a lowered function; the entry point is ``entry_name(func)``, returning 0,
-    or -1 when a heap buffer could not be allocated."""
+    """C source of a lowered function. The entry point ``entry_name(func)`` takes the argument
+    arrays and returns 0, or -1 when a heap buffer could not be allocated; ``<entry>_time``
+    takes the same arrays and then (number, repeat, min_repeat_ms, flush_bytes, results)."""
     return CCodegen(func, vector_bytes, threads).generate()

@@ -404,3 +404,15 @@ def test_builds_are_cached_by_content():
     again = build(s, [A, B, C])
     assert again.library_path == first.library_path
     assert again.build_seconds == 0.0
+
+
+def test_native_timing_loop():
+    A, B, C = matmul(64, 64, 64)
+    mod = build(te.create_schedule(C), [A, B, C])
+    a, b = np.ones((64, 64), "float32"), np.ones((64, 64), "float32")
+    c = np.zeros((64, 64), "float32")
+    costs = mod.time(a, b, c, number=2, repeat=3, min_repeat_ms=5, flush_bytes=1 << 20)
+    assert len(costs) == 3 and all(0 < t < 1 for t in costs)
+    np.testing.assert_allclose(c, a @ b)  # the timed calls computed the real result
+    with pytest.raises(ValueError, match="repeat must be between"):
+        mod.time(a, b, c, repeat=0)
