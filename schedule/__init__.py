@@ -12,9 +12,10 @@ from .lower import lower
 from .schedule import Schedule, ScheduleError
 from .target import Target, host_cpu_target
 from .tensor import TensorExprError
+from .workload import Workload
 
 __all__ = [
     "BuildError", "LoweredFunc", "Module", "Schedule", "ScheduleError", "Target",
-    "TensorExprError", "build", "canonical_text", "host_cpu_target", "lower", "ops", "te",
+    "TensorExprError", "Workload", "build", "canonical_text", "host_cpu_target", "lower", "ops", "te",
     "workload_key",
 ]

@@ -300,11 +300,11 @@ def compute(shape: Sequence[int] | int, fcompute: Callable[..., Any], name: str 
         body = as_expr(body)
     except TypeError as err:
         raise TensorExprError(f"compute {name}: {err}") from None
-    _check_body(name, axis, body)
+    check_body(name, axis, body)
     return ComputeOp(name, axis, body, tag, attrs).output
 
 
-def _check_body(name: str, axis: list[IterVar], body: Expr) -> None:
+def check_body(name: str, axis: list[IterVar], body: Expr) -> None:
     reduce_vars = set()
     if isinstance(body, Reduce):
         reduce_vars = {a.var for a in body.axis}
