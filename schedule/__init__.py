@@ -16,6 +16,6 @@ from .workload import Workload
 
 __all__ = [
     "BuildError", "LoweredFunc", "Module", "Schedule", "ScheduleError", "Target",
-    "TensorExprError", "Workload", "build", "canonical_text", "host_cpu_target", "lower", "ops", "te",
-    "workload_key",
+    "TensorExprError", "Workload", "build", "canonical_text", "host_cpu_target", "lower", "ops",
+    "te", "workload_key",
 ]
