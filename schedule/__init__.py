@@ -5,7 +5,15 @@ IR, and code generation for targets.
 """
 
 from . import ops, te
-from .build import BuildError, Module, build
+from .build import (
+    BuildError,
+    CompileTimeout,
+    KernelSignature,
+    Module,
+    build,
+    compile_source,
+    load_module,
+)
 from .dag import canonical_text, workload_key
 from .loop_ir import LoweredFunc
 from .lower import lower
@@ -15,7 +23,23 @@ from .tensor import TensorExprError
 from .workload import Workload
 
 __all__ = [
-    "BuildError", "LoweredFunc", "Module", "Schedule", "ScheduleError", "Target",
-    "TensorExprError", "Workload", "build", "canonical_text", "host_cpu_target", "lower", "ops",
-    "te", "workload_key",
+    "BuildError",
+    "CompileTimeout",
+    "KernelSignature",
+    "LoweredFunc",
+    "Module",
+    "Schedule",
+    "ScheduleError",
+    "Target",
+    "TensorExprError",
+    "Workload",
+    "build",
+    "canonical_text",
+    "compile_source",
+    "host_cpu_target",
+    "load_module",
+    "lower",
+    "ops",
+    "te",
+    "workload_key",
 ]

@@ -16,13 +16,15 @@ import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from . import dtype as dt
 from .codegen_c import entry_name, generate_c
-from .loop_ir import Buffer, LoweredFunc
+from .loop_ir import LoweredFunc
 from .lower import lower
 from .schedule import Schedule
 from .target import Target
@@ -34,6 +36,10 @@ BASE_FLAGS = ("-O3", "-std=gnu11", "-shared", "-fPIC", "-fopenmp", "-fno-math-er
 
 class BuildError(RuntimeError):
     """The C compiler rejected the generated program (a bug, or an unsupported construct)."""
+
+
+class CompileTimeout(BuildError):
+    """The C compiler did not finish within the allowed time (it was killed)."""
 
 
 def tensortune_home() -> Path:
@@ -56,62 +62,91 @@ def c_compiler() -> str:
     return cc
 
 
+@dataclass(frozen=True)
+class ArgSpec:
+    name: str
+    shape: tuple[int, ...]
+    dtype: str
+    is_output: bool
+
+
+@dataclass(frozen=True)
+class KernelSignature:
+    """What a caller needs to load and call a compiled kernel: its entry symbol and its
+    arguments. Plain data (``to_json``), so a built library can be shipped to another
+    process or node and loaded there with ``load_module``."""
+
+    entry: str
+    args: tuple[ArgSpec, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"entry": self.entry,
+                "args": [[a.name, list(a.shape), a.dtype, a.is_output] for a in self.args]}
+
+    @classmethod
+    def from_json(cls, doc: dict[str, Any]) -> KernelSignature:
+        try:
+            args = tuple(ArgSpec(str(n), tuple(int(x) for x in shape), dt.check_dtype(d),
+                                 bool(o)) for n, shape, d, o in doc["args"])
+            return cls(str(doc["entry"]), args)
+        except (KeyError, TypeError, ValueError) as err:
+            raise ValueError(f"malformed kernel signature: {err}") from None
+
+
 class Module:
     """A compiled kernel callable on numpy arrays: ``mod(a, b, c)`` writes the outputs."""
 
-    def __init__(self, func: LoweredFunc, source: str, library: Path, build_seconds: float,
-                 outputs: set[str], flags: tuple[str, ...]):
+    def __init__(self, signature: KernelSignature, library: Path, source: str = "",
+                 build_seconds: float = 0.0, func: LoweredFunc | None = None,
+                 flags: tuple[str, ...] = ()):
+        self.signature = signature
         self.func = func
         self.source = source
         self.library_path = library
         self.build_seconds = build_seconds
         self.flags = flags
-        self._outputs = outputs
+        n = len(signature.args)
         self._lib = ctypes.CDLL(str(library))
-        self._fn = getattr(self._lib, entry_name(func))
-        self._fn.argtypes = [ctypes.c_void_p] * len(func.args)
+        self._fn = getattr(self._lib, signature.entry)
+        self._fn.argtypes = [ctypes.c_void_p] * n
         self._fn.restype = ctypes.c_int32
-        self._time_fn = getattr(self._lib, f"{entry_name(func)}_time")
-        self._time_fn.argtypes = [ctypes.c_void_p] * len(func.args) + [
+        self._time_fn = getattr(self._lib, f"{signature.entry}_time")
+        self._time_fn.argtypes = [ctypes.c_void_p] * n + [
             ctypes.c_int32, ctypes.c_int32, ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p]
         self._time_fn.restype = ctypes.c_int32
 
-    @property
-    def args(self) -> list[Buffer]:
-        return self.func.args
-
     def check_args(self, arrays: Sequence[np.ndarray]) -> None:
-        if len(arrays) != len(self.func.args):
-            raise TypeError(f"{self.func.name} takes {len(self.func.args)} arrays "
-                            f"({', '.join(b.name for b in self.func.args)}), got {len(arrays)}")
-        for arr, buf in zip(arrays, self.func.args, strict=True):
+        specs = self.signature.args
+        if len(arrays) != len(specs):
+            raise TypeError(f"the kernel takes {len(specs)} arrays "
+                            f"({', '.join(a.name for a in specs)}), got {len(arrays)}")
+        for arr, spec in zip(arrays, specs, strict=True):
             if not isinstance(arr, np.ndarray):
-                raise TypeError(f"argument {buf.name} must be a numpy array, got "
+                raise TypeError(f"argument {spec.name} must be a numpy array, got "
                                 f"{type(arr).__name__}")
-            if arr.dtype != dt.numpy_dtype(buf.dtype):
-                raise TypeError(f"argument {buf.name} must have dtype {buf.dtype}, got "
+            if arr.dtype != dt.numpy_dtype(spec.dtype):
+                raise TypeError(f"argument {spec.name} must have dtype {spec.dtype}, got "
                                 f"{arr.dtype}")
-            if arr.shape != buf.shape:
-                raise ValueError(f"argument {buf.name} must have shape {list(buf.shape)}, got "
-                                 f"{list(arr.shape)}")
+            if arr.shape != spec.shape:
+                raise ValueError(f"argument {spec.name} must have shape {list(spec.shape)}, "
+                                 f"got {list(arr.shape)}")
             if not arr.flags.c_contiguous:
-                raise ValueError(f"argument {buf.name} must be C-contiguous "
+                raise ValueError(f"argument {spec.name} must be C-contiguous "
                                  "(use np.ascontiguousarray)")
-            if buf.name in self._outputs and not arr.flags.writeable:
-                raise ValueError(f"output {buf.name} is read-only")
-        for i, (arr, buf) in enumerate(zip(arrays, self.func.args, strict=True)):
-            if buf.name not in self._outputs:
+            if spec.is_output and not arr.flags.writeable:
+                raise ValueError(f"output {spec.name} is read-only")
+        for i, (arr, spec) in enumerate(zip(arrays, specs, strict=True)):
+            if not spec.is_output:
                 continue
             for j, other in enumerate(arrays):
                 if i != j and np.shares_memory(arr, other):
-                    raise ValueError(f"output {buf.name} overlaps argument "
-                                     f"{self.func.args[j].name}")
+                    raise ValueError(f"output {spec.name} overlaps argument {specs[j].name}")
 
     def __call__(self, *arrays: np.ndarray) -> None:
         self.check_args(arrays)
         code = self._fn(*[a.ctypes.data for a in arrays])
         if code != 0:
-            raise MemoryError(f"{self.func.name}: could not allocate an intermediate buffer")
+            raise MemoryError("the kernel could not allocate an intermediate buffer")
 
     def time(self, *arrays: np.ndarray, number: int = 1, repeat: int = 3,
              min_repeat_ms: int = 0, flush_bytes: int = 0) -> list[float]:
@@ -129,16 +164,22 @@ class Module:
         code = self._time_fn(*[a.ctypes.data for a in arrays], number, repeat, min_repeat_ms,
                              flush_bytes, results)
         if code != 0:
-            raise MemoryError(f"{self.func.name}: could not allocate a buffer while timing")
+            raise MemoryError("the kernel could not allocate a buffer while timing")
         return list(results)
 
     def __repr__(self) -> str:
-        return f"Module({self.func.name}, args={[b.name for b in self.func.args]})"
+        return f"Module({self.signature.entry}, args={[a.name for a in self.signature.args]})"
 
 
-def compile_source(source: str, flags: Sequence[str]) -> tuple[Path, float]:
-    """Compile C source to a shared library (cached); returns its path and build seconds
-    (0 on a cache hit)."""
+def load_module(library: str | Path, signature: KernelSignature) -> Module:
+    """Load a compiled kernel library (e.g. one built on another node) for calling/timing."""
+    return Module(signature, Path(library))
+
+
+def compile_source(source: str, flags: Sequence[str],
+                   timeout: float | None = None) -> tuple[Path, float]:
+    """Compile C source to a shared library (cached by content); returns its path and the
+    build seconds (0 on a cache hit). Raises ``CompileTimeout`` after ``timeout`` seconds."""
     cc = c_compiler()
     all_flags = (*BASE_FLAGS, *flags)
     digest = hashlib.sha256("\0".join([compiler_version(cc), *all_flags, source])
@@ -153,8 +194,11 @@ def compile_source(source: str, flags: Sequence[str]) -> tuple[Path, float]:
         src = Path(tmp) / "kernel.c"
         src.write_text(source)
         out = Path(tmp) / "kernel.so"
-        proc = subprocess.run([cc, *all_flags, str(src), "-o", str(out), "-lm"],
-                              capture_output=True, text=True)
+        try:
+            proc = subprocess.run([cc, *all_flags, str(src), "-o", str(out), "-lm"],
+                                  capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            raise CompileTimeout(f"C compilation took longer than {timeout} s") from None
         if proc.returncode != 0:
             raise BuildError(f"C compilation failed:\n{proc.stderr[-4000:]}")
         os.replace(out, library)
@@ -162,7 +206,7 @@ def compile_source(source: str, flags: Sequence[str]) -> tuple[Path, float]:
 
 
 def build(s: Schedule, args: Sequence[Tensor], target: str | Target = "cpu",
-          name: str = "main") -> Module:
+          name: str = "main", timeout: float | None = None) -> Module:
     """Lower, generate C and compile; returns a module callable on numpy arrays."""
     target = Target.parse(target)
     if target.kind != "cpu":
@@ -170,6 +214,8 @@ def build(s: Schedule, args: Sequence[Tensor], target: str | Target = "cpu",
     func = lower(s, args, name=name)
     source = generate_c(func, target.vector_bits // 8, target.cores)
     flags = tuple(target.compiler_flags())
-    library, seconds = compile_source(source, flags)
-    outputs = {func.args[i].name for i, t in enumerate(args) if not s[t].is_placeholder}
-    return Module(func, source, library, seconds, outputs, flags)
+    library, seconds = compile_source(source, flags, timeout)
+    signature = KernelSignature(entry_name(func), tuple(
+        ArgSpec(buf.name, buf.shape, buf.dtype, not s[t].is_placeholder)
+        for buf, t in zip(func.args, args, strict=True)))
+    return Module(signature, library, source, seconds, func, flags)

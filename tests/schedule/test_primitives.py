@@ -416,3 +416,33 @@ def test_native_timing_loop():
     np.testing.assert_allclose(c, a @ b)  # the timed calls computed the real result
     with pytest.raises(ValueError, match="repeat must be between"):
         mod.time(a, b, c, repeat=0)
+
+
+def test_a_kernel_loads_elsewhere_from_its_library_and_signature(tmp_path):
+    import json
+    import shutil
+
+    from schedule import KernelSignature, load_module
+
+    A, B, C = matmul(6, 5, 4)
+    mod = build(te.create_schedule(C), [A, B, C])
+    copy = tmp_path / "kernel.so"
+    shutil.copy(mod.library_path, copy)
+    sig = KernelSignature.from_json(json.loads(json.dumps(mod.signature.to_json())))
+    other = load_module(copy, sig)
+    a, b = np.random.rand(6, 4).astype("float32"), np.random.rand(4, 5).astype("float32")
+    c = np.zeros((6, 5), "float32")
+    other(a, b, c)
+    np.testing.assert_allclose(c, a @ b, rtol=1e-5)
+    with pytest.raises(ValueError, match="malformed kernel signature"):
+        KernelSignature.from_json({"entry": "x"})
+
+
+def test_compile_timeout_is_its_own_error():
+    from schedule import CompileTimeout, compile_source
+
+    import uuid
+
+    fresh = f"/* {uuid.uuid4()} */ int f(void) {{ return 0; }}\n"  # never in the cache
+    with pytest.raises(CompileTimeout, match="longer than"):
+        compile_source(fresh, [], timeout=0.0001)
