@@ -439,9 +439,9 @@ def test_a_kernel_loads_elsewhere_from_its_library_and_signature(tmp_path):
 
 
 def test_compile_timeout_is_its_own_error():
-    from schedule import CompileTimeout, compile_source
-
     import uuid
+
+    from schedule import CompileTimeout, compile_source
 
     fresh = f"/* {uuid.uuid4()} */ int f(void) {{ return 0; }}\n"  # never in the cache
     with pytest.raises(CompileTimeout, match="longer than"):
