@@ -6,11 +6,13 @@ IR, and code generation for targets.
 
 from . import ops, te
 from .build import (
+    Artifact,
     BuildError,
     CompileTimeout,
     KernelSignature,
     Module,
     build,
+    compile_schedule,
     compile_source,
     load_module,
 )

@@ -205,9 +205,25 @@ def compile_source(source: str, flags: Sequence[str],
     return library, time.perf_counter() - start
 
 
-def build(s: Schedule, args: Sequence[Tensor], target: str | Target = "cpu",
-          name: str = "main", timeout: float | None = None) -> Module:
-    """Lower, generate C and compile; returns a module callable on numpy arrays."""
+@dataclass(frozen=True)
+class Artifact:
+    """A compiled kernel on disk, not yet loaded: what a builder hands to a runner."""
+
+    library: Path
+    signature: KernelSignature
+    source: str
+    flags: tuple[str, ...]
+    build_seconds: float
+    func: LoweredFunc
+
+    def load(self) -> Module:
+        return Module(self.signature, self.library, self.source, self.build_seconds,
+                      self.func, self.flags)
+
+
+def compile_schedule(s: Schedule, args: Sequence[Tensor], target: str | Target = "cpu",
+                     name: str = "main", timeout: float | None = None) -> Artifact:
+    """Lower, generate C and compile, without loading the library into this process."""
     target = Target.parse(target)
     if target.kind != "cpu":
         raise ValueError(f"build: target {target} has no code generation yet (cpu only)")
@@ -218,4 +234,10 @@ def build(s: Schedule, args: Sequence[Tensor], target: str | Target = "cpu",
     signature = KernelSignature(entry_name(func), tuple(
         ArgSpec(buf.name, buf.shape, buf.dtype, not s[t].is_placeholder)
         for buf, t in zip(func.args, args, strict=True)))
-    return Module(signature, library, source, seconds, func, flags)
+    return Artifact(library, signature, source, flags, seconds, func)
+
+
+def build(s: Schedule, args: Sequence[Tensor], target: str | Target = "cpu",
+          name: str = "main", timeout: float | None = None) -> Module:
+    """Lower, generate C and compile; returns a module callable on numpy arrays."""
+    return compile_schedule(s, args, target, name, timeout).load()
