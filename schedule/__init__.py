@@ -25,6 +25,7 @@ from .tensor import TensorExprError
 from .workload import Workload
 
 __all__ = [
+    "Artifact",
     "BuildError",
     "CompileTimeout",
     "KernelSignature",
@@ -37,6 +38,7 @@ __all__ = [
     "Workload",
     "build",
     "canonical_text",
+    "compile_schedule",
     "compile_source",
     "host_cpu_target",
     "load_module",
