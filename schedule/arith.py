@@ -11,7 +11,20 @@ when some variables are held fixed (the bound inference of compute_at).
 from __future__ import annotations
 
 from .dtype import is_int
-from .expr import Binary, Cast, Compare, Const, Expr, Logic, Not, Select, Var, fold_constant
+from .expr import (
+    Binary,
+    Cast,
+    Compare,
+    Const,
+    Expr,
+    Logic,
+    Not,
+    Select,
+    Var,
+    fold_constant,
+    free_vars,
+    rebuild,
+)
 
 Ranges = dict[Var, tuple[int, int]]  # inclusive [lo, hi]
 
@@ -196,8 +209,6 @@ def _simplify_atom(e: Expr, ranges: Ranges | None = None) -> Expr:
         if isinstance(cond, Const):
             return t if cond.value else f
         return Select(cond, t, f)
-    from .expr import rebuild
-
     return rebuild(e, kids) if kids else e
 
 
@@ -336,8 +347,6 @@ def symbolic_interval(e: Expr, fixed: set[Var], ranges: Ranges) -> tuple[Expr, E
 
 
 def _atom_interval(atom: Expr, fixed: set[Var], ranges: Ranges) -> tuple[Linear, Linear] | None:
-    from .expr import free_vars
-
     if free_vars(atom) <= fixed:
         lin = Linear()
         lin.add_term(atom, 1)

@@ -12,6 +12,7 @@ from __future__ import annotations
 import math
 
 from . import dtype as dt
+from .arith import const_bounds
 from .expr import Binary, Call, Cast, Compare, Const, Expr, Load, Logic, Not, Select, Var
 from .loop_ir import Allocate, Buffer, For, IfThenElse, LoweredFunc, Seq, Stmt, Store
 from .schedule import ScheduleError
@@ -361,8 +362,6 @@ class CCodegen:
 
 
 def _nonnegative(e: Expr) -> bool:
-    from .arith import const_bounds
-
     bounds = const_bounds(e, {})
     if bounds is not None:
         return bounds[0] >= 0

@@ -3,8 +3,20 @@
 from __future__ import annotations
 
 from . import arith
-from .expr import Const, Expr, Var, substitute
-from .loop_ir import Allocate, For, IfThenElse, Seq, Stmt, Store, seq
+from .expr import (
+    Compare,
+    Const,
+    Expr,
+    Load,
+    Logic,
+    Not,
+    Var,
+    all_of,
+    free_vars,
+    substitute,
+    transform,
+)
+from .loop_ir import Allocate, Buffer, For, IfThenElse, Seq, Stmt, Store, seq
 
 # Explicitly unrolled loops larger than this are kept as loops (code size guard).
 MAX_UNROLL_STEPS = 4096
@@ -60,8 +72,6 @@ def simplify_stmt(s: Stmt, ranges: arith.Ranges) -> Stmt | None:
         if then_body is None and else_body is None:
             return None
         if then_body is None:
-            from .expr import Not
-
             return IfThenElse(Not(cond), else_body)
         return IfThenElse(cond, then_body, else_body)
     if isinstance(s, Allocate):
@@ -129,8 +139,6 @@ def unroll_loops(s: Stmt, auto_max_step: int = 0, ranges: arith.Ranges | None = 
 
 
 def _conjuncts(e: Expr) -> list[Expr]:
-    from .expr import Logic
-
     if isinstance(e, Logic) and e.op == "and":
         return _conjuncts(e.a) + _conjuncts(e.b)
     return [e]
@@ -139,8 +147,6 @@ def _conjuncts(e: Expr) -> list[Expr]:
 def _all_iterations(cond: Expr, fixed: set[Var], ranges: arith.Ranges) -> Expr | None:
     """A condition on the ``fixed`` variables under which ``cond`` (an integer comparison)
     holds for every value of the other variables in ``ranges``; None if none is found."""
-    from .expr import Compare, free_vars
-
     if not isinstance(cond, Compare) or cond.op not in ("<", "<=", ">", ">="):
         return None
     diff = arith.simplify(cond.a - cond.b) if cond.op in ("<", "<=") else \
@@ -188,8 +194,6 @@ def partition_guards(s: Stmt, fixed: set[Var] | None = None,
             continue
         keep = []
         for c in _conjuncts(guard.cond):
-            from .expr import free_vars
-
             if s.var in free_vars(c) and not (free_vars(c) - set(loop_ranges) - inner_fixed):
                 full = _all_iterations(c, inner_fixed, loop_ranges)
                 if full is not None:
@@ -203,8 +207,6 @@ def partition_guards(s: Stmt, fixed: set[Var] | None = None,
             done.add(id(guard))
     body = s.body
     if conditions:
-        from .expr import all_of
-
         fast = clone_allocations(_drop_guards(body, versioned))
         unique = {c.key(): c for c in conditions}
         body = IfThenElse(all_of(unique.values()), fast, body)
@@ -238,8 +240,6 @@ def _drop_guards(s: Stmt, versioned: dict[int, list[Expr]]) -> Stmt:
         then_body = _drop_guards(s.then_body, versioned)
         else_body = None if s.else_body is None else _drop_guards(s.else_body, versioned)
         if id(s) in versioned:
-            from .expr import all_of
-
             keep = versioned[id(s)]
             return IfThenElse(all_of(keep), then_body) if keep else then_body
         return IfThenElse(s.cond, then_body, else_body)
@@ -255,9 +255,6 @@ def _drop_guards(s: Stmt, versioned: dict[int, list[Expr]]) -> Stmt:
 def clone_allocations(s: Stmt) -> Stmt:
     """A copy of ``s`` whose allocated buffers are new objects (so two versions of a loop
     body can be register-promoted independently)."""
-    from .expr import Load, transform
-    from .loop_ir import Buffer
-
     mapping: dict[int, Buffer] = {}
 
     def fresh(buf: Buffer) -> Buffer:

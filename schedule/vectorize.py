@@ -30,6 +30,7 @@ from .expr import (
     Var,
     free_vars,
     substitute,
+    transform,
     walk,
 )
 from .loop_ir import Allocate, Buffer, For, IfThenElse, Seq, Stmt, Store, seq
@@ -127,8 +128,6 @@ def flat_index(buf: Buffer, indices: tuple[Expr, ...]) -> Expr:
 
 
 def _flatten_expr(e: Expr) -> Expr:
-    from .expr import transform
-
     def fn(node: Expr) -> Expr | None:
         if isinstance(node, Load) and isinstance(node.source, Buffer):
             return Load(node.source, (flat_index(node.source, node.indices),), node.dtype)

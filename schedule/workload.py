@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from . import dtype as dt
-from .dag import canonical_text, workload_key
+from .dag import canonical_text, post_order, workload_key
 from .expr import Binary, Call, Compare, Logic, walk
 from .ops import get_op
 from .serialize import from_json as dag_from_json
@@ -151,16 +151,12 @@ class Workload:
 
 
 def _placeholders(outputs: list[Tensor]) -> list[Tensor]:
-    from .dag import post_order
-
     return [op.output for op in post_order(outputs) if isinstance(op, PlaceholderOp)]
 
 
 def count_flops(outputs: list[Tensor]) -> float:
     """Arithmetic operations of a computation: per compute, the points of its iteration
     space times the arithmetic nodes of its body (a reduction's combine counts one)."""
-    from .dag import post_order
-
     total = 0.0
     for op in post_order(outputs):
         if not isinstance(op, ComputeOp):
