@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from .dag import post_order
-from .expr import Const, Expr, Load, Var, substitute, transform
+from .expr import Const, Expr, Load, Var, select, substitute, transform
 from .intrin import body_signature, get_tensor_intrin
 from .tensor import ComputeOp, IterVar, Operation, PlaceholderOp, Reduce, Tensor, compute
 
@@ -452,9 +452,11 @@ class Schedule:
         cache_stage = Stage(cache.op, self, name)
         cache_stage.scope = scope
         self._insert(cache_stage, min(reader_stages, key=self.stages.index))
+        # readers may still refer to an older op of the source stage (e.g. before a
+        # cache_write replaced it): every op that ever was this stage's is redirected
+        old_ops = {key: cache for key, st in self._stage_of_op.items() if st is source}
         for r in reader_stages:
-            self._retarget(r, _replace_reads(r.op, {id(source.op): cache, id(src.op): cache},
-                                             self))
+            self._retarget(r, _replace_reads(r.op, old_ops))
         self.steps.append([step, source.name, scope, [r.name for r in reader_stages]])
         return cache
 
@@ -559,12 +561,10 @@ class Schedule:
 
 
 def _select_identity(cond: Expr, value: Expr, reducer: Any) -> Expr:
-    from .expr import select
-
     return select(cond, value, reducer.identity(value.dtype))
 
 
-def _replace_reads(op: ComputeOp, mapping: dict[int, Tensor], schedule: Schedule) -> ComputeOp:
+def _replace_reads(op: ComputeOp, mapping: dict[int, Tensor]) -> ComputeOp:
     def fn(node: Expr) -> Expr | None:
         if isinstance(node, Load) and isinstance(node.source, Tensor):
             new = mapping.get(id(node.source.op))
@@ -572,8 +572,7 @@ def _replace_reads(op: ComputeOp, mapping: dict[int, Tensor], schedule: Schedule
                 return Load(new, node.indices, node.dtype)
         return None
 
-    new_op = ComputeOp(op.name, op.axis, transform(op.body, fn), op.tag, op.attrs)
-    return new_op
+    return ComputeOp(op.name, op.axis, transform(op.body, fn), op.tag, op.attrs)
 
 
 def create_schedule(outputs: Tensor | Sequence[Tensor]) -> Schedule:

@@ -446,3 +446,14 @@ def test_compile_timeout_is_its_own_error():
     fresh = f"/* {uuid.uuid4()} */ int f(void) {{ return 0; }}\n"  # never in the cache
     with pytest.raises(CompileTimeout, match="longer than"):
         compile_source(fresh, [], timeout=0.0001)
+
+
+def test_cache_read_of_a_cache_written_stage():
+    A, B, C = matmul(12, 10, 8)
+    D = te.compute((12, 10), lambda i, j: C[i, j] * 2.0, name="D")
+    s = te.create_schedule(D)
+    s.cache_write(C, "local")
+    CR = s.cache_read(C, "local", [D])
+    assert s.producers(s[D]) == [s[CR]]  # D now reads the cache, not C
+    s[CR].compute_at(s[D], s[D].op.axis[0])
+    check(s, [A, B, D], lambda a, b: (a @ b) * 2)
