@@ -328,19 +328,30 @@ class CCodegen:
         buf = s.buffer
         name = self.buf_name(buf)
         ct = dt.c_type(buf.dtype)
+        # Each allocation is a block of its own: unrolling may repeat it in one scope.
+        inner = "  " * (indent + 1)
         if buf in self.promoted:
             lanes = self.promoted[buf]
             vt = self.vtype(f"{buf.dtype}x{lanes}") if lanes > 1 else ct
             regs = ", ".join(f"{name}_r{i}" for i in range(buf.size // lanes))
-            return [f"{pad}{vt} {regs};", *self.stmt(s.body, indent)]
+            return [f"{pad}{{", f"{inner}{vt} {regs};", *self.stmt(s.body, indent + 1),
+                    f"{pad}}}"]
         if buf.nbytes <= MAX_STACK_BYTES and indent > 1:
-            return [f"{pad}{ct} {name}[{buf.size}] __attribute__((aligned(64)));",
-                    *self.stmt(s.body, indent)]
+            return [f"{pad}{{", f"{inner}{ct} {name}[{buf.size}] __attribute__((aligned(64)));",
+                    *self.stmt(s.body, indent + 1), f"{pad}}}"]
+        # On the heap; if that fails the kernel skips this part and returns -1 (a return
+        # statement cannot leave an OpenMP parallel loop).
         size = -(-buf.nbytes // 64) * 64
-        return [f"{pad}{ct}* restrict {name} = ({ct}*)aligned_alloc(64, {size});",
-                f"{pad}if ({name} == NULL) return -1;",
-                *self.stmt(s.body, indent),
-                f"{pad}free({name});"]
+        return [f"{pad}{{",
+                f"{inner}{ct}* restrict {name} = ({ct}*)aligned_alloc(64, {size});",
+                f"{inner}if ({name} == NULL) {{",
+                f"{inner}  #pragma omp atomic write",
+                f"{inner}  tt_failed = 1;",
+                f"{inner}}} else {{",
+                *self.stmt(s.body, indent + 2),
+                f"{inner}  free({name});",
+                f"{inner}}}",
+                f"{pad}}}"]
 
     # ------------------------------------------------------------------ function
     def generate(self) -> str:
@@ -357,8 +368,8 @@ class CCodegen:
         signature = f"int32_t {name}({', '.join(params)})"
         timer = _TIMER % {"name": name, "params": ", ".join(params),
                           "args": ", ".join(self.buf_name(b) for b in self.func.args)}
-        return "\n".join([*header, "", f"{signature} {{", *lines, "  return 0;", "}", "",
-                          timer])
+        return "\n".join([*header, "", f"{signature} {{", "  int32_t tt_failed = 0;", *lines,
+                          "  return tt_failed ? -1 : 0;", "}", "", timer])
 
 
 def _nonnegative(e: Expr) -> bool:

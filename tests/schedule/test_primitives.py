@@ -457,3 +457,25 @@ def test_cache_read_of_a_cache_written_stage():
     assert s.producers(s[D]) == [s[CR]]  # D now reads the cache, not C
     s[CR].compute_at(s[D], s[D].op.axis[0])
     check(s, [A, B, D], lambda a, b: (a @ b) * 2)
+
+
+def test_unrolled_loop_around_an_attached_stage():
+    # found by the random-schedule search: unrolling repeats the attached buffer
+    A, B, C = matmul(7, 5, 3)
+    s = te.create_schedule(C)
+    CL = s.cache_write(C, "local")
+    s[CL].split(s[CL].op.axis[0], factor=1)
+    s[CL].compute_at(s[C], s[C].op.axis[0])
+    s[C].unroll(s[C].op.axis[0])
+    check(s, [A, B, C], mm_ref)
+
+
+def test_large_buffer_inside_a_parallel_loop_goes_to_the_heap():
+    X = te.placeholder((4, 300, 300), name="X")
+    Y = te.compute((4, 300, 300), lambda b, i, j: X[b, i, j] * 2.0, name="Y")
+    Z = te.compute((4, 300, 300), lambda b, i, j: Y[b, j, i] + 1.0, name="Z")
+    s = te.create_schedule(Z)
+    s[Z].parallel(s[Z].op.axis[0])
+    s[Y].compute_at(s[Z], s[Z].op.axis[0])  # 300x300 floats per iteration: 360 KB
+    assert "aligned_alloc" in build(s, [X, Z]).source
+    check(s, [X, Z], lambda x: (x * 2).transpose(0, 2, 1) + 1)
