@@ -80,6 +80,9 @@ int32_t %(name)s_time(%(params)s, int32_t number, int32_t repeat, int32_t min_re
 }
 """
 
+# Names a tensor or axis may not take in C (keywords, and names the generated code uses).
+_RESERVED = frozenset(["auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "bool", "true", "false", "main", "tt_failed", "NULL", "INFINITY", "NAN"])
+
 _SCALAR_MATH = {
     "exp": "expf", "log": "logf", "sqrt": "sqrtf", "tanh": "tanhf", "erf": "erff",
     "floor": "floorf", "ceil": "ceilf", "pow": "powf", "abs": "fabsf",
@@ -104,7 +107,7 @@ class CCodegen:
         key = id(obj)
         if key not in self.names:
             base = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in hint) or "v"
-            if base[0].isdigit():
+            if base[0].isdigit() or base in _RESERVED or base.startswith("tt_"):
                 base = f"v_{base}"
             name, n = base, 1
             while name in self.used_names:

@@ -158,3 +158,10 @@ def test_small_integer_and_half_dtypes():
     U = te.placeholder((5,), "uint8", name="U")
     V = te.compute((5,), lambda i: te.cast("int64", U[i]) * 3, name="V")
     check(te.create_schedule(V), [U, V], lambda u: u.astype("int64") * 3)
+
+
+def test_names_that_are_c_keywords_or_odd_are_fine():
+    A = te.placeholder((3,), name="float")
+    B = te.compute((3,), lambda int: A[int] + 1.0, name="for")
+    C = te.compute((3,), lambda i: B[i] * 2.0, name="2nd.stage")
+    check(te.create_schedule(C), [A, C], lambda a: (a + 1) * 2)
