@@ -81,7 +81,13 @@ int32_t %(name)s_time(%(params)s, int32_t number, int32_t repeat, int32_t min_re
 """
 
 # Names a tensor or axis may not take in C (keywords, and names the generated code uses).
-_RESERVED = frozenset(["auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile", "while", "bool", "true", "false", "main", "tt_failed", "NULL", "INFINITY", "NAN"])
+_RESERVED = frozenset([
+    "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else",
+    "enum", "extern", "float", "for", "goto", "if", "inline", "int", "long", "register",
+    "restrict", "return", "short", "signed", "sizeof", "static", "struct", "switch", "typedef",
+    "union", "unsigned", "void", "volatile", "while", "bool", "true", "false", "main",
+    "tt_failed", "NULL", "INFINITY", "NAN",
+])
 
 _SCALAR_MATH = {
     "exp": "expf", "log": "logf", "sqrt": "sqrtf", "tanh": "tanhf", "erf": "erff",
