@@ -2,9 +2,12 @@
 IR, and code generation for targets.
 
     from schedule import te, ops, build, lower
+
+``loop_ir`` (the lowered program: loops, stores, buffers) and ``expr`` (its expression nodes)
+are public for the layers that analyse lowered programs, such as the cost model's features.
 """
 
-from . import ops, te
+from . import expr, loop_ir, ops, te
 from .build import (
     Artifact,
     BuildError,
@@ -40,8 +43,10 @@ __all__ = [
     "canonical_text",
     "compile_schedule",
     "compile_source",
+    "expr",
     "host_cpu_target",
     "load_module",
+    "loop_ir",
     "lower",
     "ops",
     "te",
