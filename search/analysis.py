@@ -1,0 +1,74 @@
+"""Static facts about the stages of a computation that the sketch rules ask for."""
+
+from __future__ import annotations
+
+import math
+
+from schedule import expr, te
+
+EXPENSIVE_CALLS = frozenset({"exp", "log", "tanh", "erf", "sigmoid", "pow", "sqrt", "rsqrt"})
+
+
+def compute_stages(s: te.Schedule) -> list[te.Stage]:
+    return [st for st in s.stages if not st.is_placeholder]
+
+
+def reads(stage: te.Stage) -> list[expr.Load]:
+    return [n for n in expr.walk(stage.op.body) if isinstance(n, expr.Load)]
+
+
+def is_injective(stage: te.Stage) -> bool:
+    return isinstance(stage.op, te.ComputeOp) and stage.op.is_injective
+
+
+def is_strictly_inlinable(stage: te.Stage) -> bool:
+    """Element-wise with every read indexed by the stage's own axes in order, no branches and
+    no expensive math: inlining it can only save memory traffic."""
+    if stage.is_output or not is_injective(stage):
+        return False
+    axis_vars = [a.var for a in stage.op.axis]
+    for node in expr.walk(stage.op.body):
+        if isinstance(node, expr.Select):
+            return False
+        if isinstance(node, expr.Call) and node.name in EXPENSIVE_CALLS:
+            return False
+        if isinstance(node, expr.Load):
+            idx = list(node.indices)
+            tail = axis_vars[len(axis_vars) - len(idx):] if len(idx) <= len(axis_vars) else None
+            if tail is None or any(i is not v for i, v in zip(idx, tail, strict=True)):
+                return False
+    return True
+
+
+def needs_multi_level_tiling(stage: te.Stage) -> bool:
+    """Data reuse: some read misses at least two spatial axes of extent > 1, or misses one
+    and the stage reduces (each element read is used by many output points)."""
+    op = stage.op
+    if not isinstance(op, te.ComputeOp):
+        return False
+    spatial = [a for a in op.axis if a.extent > 1]
+    for load in reads(stage):
+        used = set().union(*(expr.free_vars(i) for i in load.indices))
+        missing = [a for a in spatial if a.var not in used]
+        if len(missing) >= 2 or (missing and op.reduce_axis):
+            return True
+    return False
+
+
+def spatial_size(stage: te.Stage) -> int:
+    return math.prod(a.extent for a in stage.op.axis)
+
+
+def reduce_size(stage: te.Stage) -> int:
+    return math.prod(a.extent for a in stage.op.reduce_axis)
+
+
+def elementwise_matched(consumer: te.Stage, producer: te.Stage, s: te.Schedule) -> bool:
+    """The consumer is element-wise, has the producer's shape and reads it at its own index."""
+    if not is_injective(consumer) or consumer.op.shape != producer.op.shape:
+        return False
+    axis_vars = [a.var for a in consumer.op.axis]
+    loads = [n for n in reads(consumer) if s.stage_of(n.source) is producer]
+    return bool(loads) and all(
+        len(n.indices) == len(axis_vars)
+        and all(i is v for i, v in zip(n.indices, axis_vars, strict=True)) for n in loads)

@@ -1,0 +1,169 @@
+"""Sketch derivation rules, and the registry users extend with their own.
+
+Stages are visited from the outputs to the inputs. For each stage the rules are tried in
+order; a rule returns the alternatives it creates (each a list of ``SketchOp``s for that
+stage) and whether the remaining rules are skipped. Every combination of alternatives
+across stages is a sketch.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from schedule import te
+
+from . import analysis
+from .sketch import Sketch, SketchOp
+from .task import SearchTask
+
+
+@dataclass
+class RuleResult:
+    alternatives: list[list[SketchOp]]
+    skip_rest: bool = False
+
+
+@dataclass
+class SketchContext:
+    """What a rule may look at: the task, its default schedule, and the ops chosen so far
+    for the stages already visited (the consumers of the current stage)."""
+
+    task: SearchTask
+    schedule: te.Schedule
+    chosen: dict[str, list[SketchOp]]
+
+    def inlined(self, name: str) -> bool:
+        return any(op.kind == "inline" for op in self.chosen.get(name, []))
+
+    def effective_consumers(self, stage: te.Stage) -> list[te.Stage]:
+        """Consumers once inlined stages are looked through."""
+        out: list[te.Stage] = []
+        for c in self.schedule.consumers(stage):
+            if self.inlined(c.name):
+                out += [x for x in self.effective_consumers(c) if x not in out]
+            elif c not in out:
+                out.append(c)
+        return out
+
+    def fusible_consumer(self, stage: te.Stage) -> te.Stage | None:
+        consumers = self.effective_consumers(stage)
+        if len(consumers) != 1:
+            return None
+        (c,) = consumers
+        if self.chosen.get(c.name) and any(op.kind != "location" for op in self.chosen[c.name]):
+            return None
+        direct = self.schedule.consumers(stage)
+        if direct != [c] and not all(self.inlined(d.name) for d in direct):
+            return None
+        if c.op.shape != stage.op.shape or not analysis.is_injective(c):
+            return None
+        if direct == [c] and not analysis.elementwise_matched(c, stage, self.schedule):
+            return None
+        return c
+
+
+Rule = Callable[[SketchContext, te.Stage], RuleResult | None]
+
+
+def always_inline(ctx: SketchContext, stage: te.Stage) -> RuleResult | None:
+    if analysis.is_strictly_inlinable(stage) and ctx.effective_consumers(stage):
+        return RuleResult([[SketchOp("inline", stage.name)]], skip_rest=True)
+    return None
+
+
+def add_rfactor(ctx: SketchContext, stage: te.Stage) -> RuleResult | None:
+    """A reduction whose output is small next to its reduction (softmax rows, norms): factor
+    the reduction so its inner part vectorizes; the plain form stays as an alternative."""
+    if not stage.op.reduce_axis or analysis.needs_multi_level_tiling(stage):
+        return None
+    spatial, reduce = analysis.spatial_size(stage), analysis.reduce_size(stage)
+    if reduce >= 64 and spatial <= ctx.task.cores * 16 and spatial < reduce:
+        return RuleResult([[SketchOp("rfactor", stage.name)], [SketchOp("location", stage.name)]],
+                          skip_rest=True)
+    return None
+
+
+def multi_level_tiling(ctx: SketchContext, stage: te.Stage) -> RuleResult | None:
+    """Tile stages with data reuse; fuse an element-wise consumer into the tile (at level
+    1 or 2), or add a cache-write accumulator stage fused the same way; keep the plain
+    tiling as an alternative."""
+    if not analysis.needs_multi_level_tiling(stage):
+        return None
+    plain = [SketchOp("tile", stage.name)]
+    consumer = ctx.fusible_consumer(stage)
+    if consumer is not None:
+        fused = [[SketchOp("tile", stage.name, level, consumer.name)] for level in (1, 2)]
+    else:
+        local = f"{stage.name}.local"
+        fused = [[SketchOp("cache_write", stage.name),
+                  SketchOp("tile", local, level, stage.name)] for level in (1, 2)]
+    return RuleResult([*fused, plain], skip_rest=True)
+
+
+def open_location(ctx: SketchContext, stage: te.Stage) -> RuleResult | None:
+    return RuleResult([[SketchOp("location", stage.name)]], skip_rest=True)
+
+
+DEFAULT_RULES: list[tuple[str, Rule]] = [
+    ("always_inline", always_inline),
+    ("add_rfactor", add_rfactor),
+    ("multi_level_tiling", multi_level_tiling),
+    ("open_location", open_location),
+]
+
+_USER_RULES: list[tuple[str, Rule]] = []
+
+
+def register_sketch_rule(name: str, rule: Rule) -> None:
+    """Add a rule, tried before the built-in ones (a rule returning None does not apply)."""
+    if any(n == name for n, _ in _USER_RULES):
+        raise ValueError(f"a sketch rule named {name!r} is already registered")
+    _USER_RULES.append((name, rule))
+
+
+def unregister_sketch_rule(name: str) -> None:
+    _USER_RULES[:] = [(n, r) for n, r in _USER_RULES if n != name]
+
+
+MAX_SKETCHES = 64
+
+
+def generate_sketches(task: SearchTask) -> list[Sketch]:
+    """All sketches of a task (every combination of the rules' alternatives per stage)."""
+    s, _ = task.new_schedule()
+    stages = list(reversed(analysis.compute_stages(s)))
+    partial: list[tuple[dict[str, list[SketchOp]], list[str]]] = [({}, [])]
+    for stage in stages:
+        grown = []
+        for chosen, names in partial:
+            ctx = SketchContext(task, s, chosen)
+            alternatives: list[tuple[str, list[SketchOp]]] = []
+            for rule_name, rule in [*_USER_RULES, *DEFAULT_RULES]:
+                result = rule(ctx, stage)
+                if result is None:
+                    continue
+                alternatives += [(rule_name, alt) for alt in result.alternatives]
+                if result.skip_rest:
+                    break
+            for rule_name, ops in alternatives:
+                grown.append(({**chosen, stage.name: ops}, [*names, _describe(rule_name, ops)]))
+        partial = grown[:MAX_SKETCHES]
+    sketches = []
+    for chosen, names in partial:
+        ops = list(itertools.chain.from_iterable(chosen[st.name] for st in stages))
+        sketches.append(Sketch(" | ".join(n for n in names if n), ops))
+    return sketches
+
+
+def _describe(rule: str, ops: list[SketchOp]) -> str:
+    if all(op.kind == "location" for op in ops):
+        return ""
+    parts = []
+    for op in ops:
+        text = f"{op.kind} {op.stage}"
+        if op.fuse_level:
+            text += f" fused@{op.consumer}:L{op.fuse_level}"
+        parts.append(text)
+    return ", ".join(parts)

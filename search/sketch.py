@@ -1,0 +1,242 @@
+"""Sketches: program structures derived by rules, and their instantiation with decisions.
+
+A sketch is a list of ``SketchOp``s (inline a stage, add a cache stage, tile a stage with
+or without fusing its consumer, factor a reduction, leave a stage's location open),
+derived by visiting stages from the outputs to the inputs and applying the first rules
+that match (``rules.py``). A sketch leaves decisions open: tile factors, compute
+locations, how many outer loops run in parallel, vectorization splits and the
+auto-unroll depth. ``instantiate`` applies a sketch with one value per decision to a
+fresh schedule; every program is a plain step list in the end.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from schedule import ScheduleError, te
+
+from . import analysis
+from .space import ChoiceDecision, Decision, TileDecision
+from .task import SearchTask
+
+UNROLL_STEPS = (0, 16, 64, 512)
+VECTOR_SPLITS = (4, 8, 16, 32, 64)
+MAX_VECTOR_EXTENT = 64
+
+
+@dataclass(frozen=True)
+class SketchOp:
+    kind: str  # inline | cache_write | tile | rfactor | location
+    stage: str
+    fuse_level: int = 0  # tile: 0 = no consumer fusion, 1 or 2 = compute at that tile level
+    consumer: str = ""
+
+
+@dataclass
+class Sketch:
+    name: str
+    ops: list[SketchOp] = field(default_factory=list)
+
+    def __str__(self) -> str:
+        return self.name
+
+
+Decide = Callable[[str, Decision], Any]
+
+
+class InvalidProgram(Exception):
+    """A decision combination that gives no valid program (rejected before measuring)."""
+
+
+# ---------------------------------------------------------------------------- instantiation
+
+
+def instantiate(task: SearchTask, sketch: Sketch, decide: Decide) -> tuple[te.Schedule,
+                                                                            list[te.Tensor]]:
+    s, args = task.new_schedule()
+    try:
+        for op in sketch.ops:
+            _APPLY[op.kind](task, s, op, decide)
+        _annotate(task, s, decide)
+    except ScheduleError as err:
+        raise InvalidProgram(str(err)) from None
+    return s, args
+
+
+def decision_space(task: SearchTask, sketch: Sketch) -> dict[str, Decision]:
+    """The decisions a sketch leaves open (found by instantiating it with defaults)."""
+    space: dict[str, Decision] = {}
+
+    def record(name: str, decision: Decision) -> Any:
+        space[name] = decision
+        return default_value(decision)
+
+    instantiate(task, sketch, record)
+    return space
+
+
+def default_value(decision: Decision) -> Any:
+    if isinstance(decision, TileDecision):
+        return (1,) * decision.parts
+    return decision.choices[0]
+
+
+def sampler(decisions: dict[str, Any], space: dict[str, Decision],
+            rng: random.Random) -> Decide:
+    """A ``decide`` that takes given values, samples missing ones (and records them)."""
+
+    def decide(name: str, decision: Decision) -> Any:
+        value = decisions.get(name)
+        if value is None or not decision.is_valid(value):
+            value = decision.sample(rng)
+            decisions[name] = value
+        space.setdefault(name, decision)
+        return value
+
+    return decide
+
+
+# ---------------------------------------------------------------------------- sketch ops
+
+
+def _inline(task: SearchTask, s: te.Schedule, op: SketchOp, decide: Decide) -> None:
+    s[op.stage].compute_inline()
+
+
+def _cache_write(task: SearchTask, s: te.Schedule, op: SketchOp, decide: Decide) -> None:
+    s.cache_write(s[op.stage].op.output, "local")
+
+
+def _tile(task: SearchTask, s: te.Schedule, op: SketchOp, decide: Decide) -> None:
+    """Multi-level tiling "SSRSRS": spatial axes in 4 levels, reduce axes in 2, ordered
+    s0 s1 r0 s2 r1 s3; with fusion, the consumer is tiled alike at its outer levels and
+    this stage is computed at the consumer's level-``fuse_level`` tile."""
+    stage = s[op.stage]
+    spatial = list(stage.op.axis)
+    reduce_axes = list(stage.op.reduce_axis)
+    tiles = {a.name: decide(f"tile:{stage.name}:{a.name}", TileDecision(a.extent, 3))
+             for a in spatial}
+    levels: list[list[te.IterVar]] = [[], [], [], []]
+    for a in spatial:
+        f1, f2, f3 = tiles[a.name]
+        o0, rest = stage.split(a, factor=f1 * f2 * f3)
+        o1, rest = stage.split(rest, factor=f2 * f3)
+        o2, o3 = stage.split(rest, factor=f3)
+        for level, iv in zip(levels, (o0, o1, o2, o3), strict=True):
+            level.append(iv)
+    r_levels: list[list[te.IterVar]] = [[], []]
+    for a in reduce_axes:
+        (g,) = decide(f"tile:{stage.name}:{a.name}", TileDecision(a.extent, 1))
+        r0, r1 = stage.split(a, factor=g)
+        r_levels[0].append(r0)
+        r_levels[1].append(r1)
+    stage.reorder(*levels[0], *levels[1], *r_levels[0], *levels[2], *r_levels[1], *levels[3])
+    if op.fuse_level:
+        consumer = s[op.consumer]
+        c_levels: list[list[te.IterVar]] = [[] for _ in range(op.fuse_level + 1)]
+        for a_c, a in zip(consumer.op.axis, spatial, strict=True):
+            f1, f2, f3 = tiles[a.name]
+            factors = [f1 * f2 * f3, f2 * f3][:op.fuse_level]
+            rest = a_c
+            for lvl, factor in enumerate(factors):
+                outer, rest = consumer.split(rest, factor=factor)
+                c_levels[lvl].append(outer)
+            c_levels[-1].append(rest)
+        consumer.reorder(*[iv for lvl in c_levels for iv in lvl])
+        stage.compute_at(consumer, c_levels[op.fuse_level - 1][-1])
+
+
+def _rfactor(task: SearchTask, s: te.Schedule, op: SketchOp, decide: Decide) -> None:
+    stage = s[op.stage]
+    reduce_axes = list(stage.op.reduce_axis)
+    k = stage.fuse(*reduce_axes) if len(reduce_axes) > 1 else reduce_axes[0]
+    lanes = task.vector_lanes(4)
+    (factor,) = decide(f"rfactor:{stage.name}", TileDecision(k.extent, 1, max_innermost=lanes * 4))
+    ko, ki = stage.split(k, factor=factor)
+    rf = s.rfactor(stage.op.output, ki)
+    rf_stage = s[rf]
+    rf_axis, *spatial = rf_stage.op.axis
+    rf_stage.reorder(*spatial, *rf_stage.op.reduce_axis, rf_axis)
+
+
+def _location(task: SearchTask, s: te.Schedule, op: SketchOp, decide: Decide) -> None:
+    """Choose where a stage without a tiling structure is computed: at the root, inlined,
+    or at one of its single consumer's loops."""
+    stage = s[op.stage]
+    if stage.is_output:
+        return
+    choices: list[Any] = ["root"]
+    if analysis.is_injective(stage):
+        choices.append("inline")
+    consumers = s.consumers(stage)
+    if len(consumers) == 1 and consumers[0].attach != "inline":
+        choices += [i for i in range(len(consumers[0].leaf_iter_vars))]
+    choice = decide(f"location:{stage.name}", ChoiceDecision(tuple(choices)))
+    if choice == "inline":
+        stage.compute_inline()
+    elif choice != "root":
+        stage.compute_at(consumers[0], consumers[0].leaf_iter_vars[choice])
+
+
+_APPLY: dict[str, Callable[[SearchTask, te.Schedule, SketchOp, Decide], None]] = {
+    "inline": _inline, "cache_write": _cache_write, "tile": _tile, "rfactor": _rfactor,
+    "location": _location,
+}
+
+
+# ---------------------------------------------------------------------------- annotations
+
+
+def _attach_points(s: te.Schedule, stage: te.Stage) -> set[te.IterVar]:
+    return {st.attach_ivar for st in s.stages if st.attach == "at" and st.attach_stage is stage}
+
+
+def _annotate(task: SearchTask, s: te.Schedule, decide: Decide) -> None:
+    for stage in analysis.compute_stages(s):
+        if stage.attach == "inline":
+            continue
+        if stage.attach == "root":
+            _parallel(s, stage, decide)
+        _vectorize(task, s, stage, decide)
+        if stage.op.reduce_axis or stage.relations:
+            depth = decide(f"unroll:{stage.name}", ChoiceDecision(UNROLL_STEPS))
+            if depth:
+                stage.pragma(stage.leaf_iter_vars[0], "auto_unroll_max_step", depth)
+
+
+def _parallel(s: te.Schedule, stage: te.Stage, decide: Decide) -> None:
+    """Fuse the outermost spatial loops (up to the first loop something is computed at) and
+    run the fused loop in parallel; how many is a decision."""
+    attach = _attach_points(s, stage)
+    leading = []
+    for iv in stage.leaf_iter_vars:
+        if iv.is_reduce or iv in stage.annotations:
+            break
+        leading.append(iv)
+        if iv in attach:
+            break
+    if not leading:
+        return
+    count = decide(f"parallel:{stage.name}",
+                   ChoiceDecision(tuple(range(1, min(len(leading), 3) + 1))))
+    chosen = leading[:count]
+    if len(chosen) > 1 and any(iv in attach for iv in chosen[:-1]):
+        chosen = chosen[:1]
+    if len(chosen) > 1 and chosen[-1] in attach:
+        chosen = chosen[:-1]
+    loop = stage.fuse(*chosen) if len(chosen) > 1 else chosen[0]
+    stage.parallel(loop)
+
+
+def _vectorize(task: SearchTask, s: te.Schedule, stage: te.Stage, decide: Decide) -> None:
+    inner = stage.leaf_iter_vars[-1]
+    if inner.is_reduce or inner in stage.annotations or inner in _attach_points(s, stage):
+        return
+    if inner.extent > MAX_VECTOR_EXTENT:
+        width = decide(f"vector:{stage.name}", ChoiceDecision(VECTOR_SPLITS))
+        _, inner = stage.split(inner, factor=width)
+    if inner.extent > 1:
+        stage.vectorize(inner)

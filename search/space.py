@@ -1,0 +1,103 @@
+"""Decisions: the free parameters a sketch leaves open, how to sample and mutate them.
+
+A program in the search space is a sketch plus one value per decision. Tile decisions
+choose the inner factors of a multi-level split. Unlike Ansor and MetaSchedule, which
+only take perfect factorisations, a tile decision may also take factors that do not
+divide the extent (the code generator guards the tail and versions the loop so full
+tiles stay fast), so extents like 1000 or 197 are not stuck with poor divisors.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from typing import Any
+
+# Candidate tile factors when not restricted to divisors: small integers, powers of two and
+# multiples of common vector widths.
+_NICE_FACTORS = (1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 20, 24, 28, 32, 40, 48, 56, 64, 96,
+                 128, 192, 256)
+
+
+def divisors(n: int) -> list[int]:
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+@dataclass(frozen=True)
+class TileDecision:
+    """Inner factors (outer to inner) of a split of ``extent`` into ``len + 1`` levels."""
+
+    extent: int
+    parts: int
+    max_innermost: int = 64
+    inexact_probability: float = 0.25
+
+    def sample(self, rng: random.Random) -> tuple[int, ...]:
+        if rng.random() < self.inexact_probability:
+            return self._sample_inexact(rng)
+        return self._sample_perfect(rng)
+
+    def _sample_perfect(self, rng: random.Random) -> tuple[int, ...]:
+        remaining = self.extent
+        factors: list[int] = []
+        for level in range(self.parts):  # innermost first
+            choices = divisors(remaining)
+            if level == 0:
+                choices = [d for d in choices if d <= self.max_innermost] or [1]
+            f = rng.choice(choices)
+            factors.append(f)
+            remaining //= f
+        return tuple(reversed(factors))
+
+    def _sample_inexact(self, rng: random.Random) -> tuple[int, ...]:
+        remaining = self.extent
+        factors: list[int] = []
+        for level in range(self.parts):  # innermost first
+            limit = self.max_innermost if level == 0 else remaining
+            choices = [f for f in _NICE_FACTORS if f <= min(limit, remaining)] or [1]
+            f = rng.choice(choices)
+            factors.append(f)
+            remaining = max(1, math.ceil(remaining / f))
+        return tuple(reversed(factors))
+
+    def mutate(self, value: tuple[int, ...], rng: random.Random) -> tuple[int, ...]:
+        """Move a factor between two levels (keeping the product), or re-draw one level."""
+        value = list(value)
+        if len(value) >= 1 and rng.random() < 0.7:
+            full = [math.ceil(self.extent / math.prod(value)), *value]  # with the outer level
+            src, dst = rng.sample(range(len(full)), 2) if len(full) > 1 else (0, 0)
+            movable = [d for d in divisors(full[src]) if d > 1]
+            if movable:
+                d = rng.choice(movable)
+                full[src] //= d
+                full[dst] *= d
+                if full[-1] <= self.max_innermost:
+                    return tuple(full[1:])
+        return self.sample(rng)
+
+    def is_valid(self, value: Any) -> bool:
+        return (isinstance(value, tuple | list) and len(value) == self.parts
+                and all(isinstance(f, int) and 1 <= f <= self.extent for f in value)
+                and value[-1] <= max(self.max_innermost, 1))
+
+
+@dataclass(frozen=True)
+class ChoiceDecision:
+    """One of a fixed set of values (an unroll depth, a compute location, ...)."""
+
+    choices: tuple[Any, ...]
+
+    def sample(self, rng: random.Random) -> Any:
+        return rng.choice(self.choices)
+
+    def mutate(self, value: Any, rng: random.Random) -> Any:
+        others = [c for c in self.choices if c != value]
+        return rng.choice(others) if others else value
+
+    def is_valid(self, value: Any) -> bool:
+        return value in self.choices
+
+
+Decision = TileDecision | ChoiceDecision

@@ -1,0 +1,125 @@
+"""Sketch generation and annotation sampling: every sketch and every sampled program of the
+issue's operators is valid and correct against numpy."""
+
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from schedule import Workload, build, te
+from search.rules import RuleResult, generate_sketches, register_sketch_rule, unregister_sketch_rule
+from search.sketch import InvalidProgram, SketchOp, decision_space, instantiate, sampler
+from search.space import ChoiceDecision, TileDecision
+from search.task import SearchTask
+
+CASES = [
+    ("matmul", {"M": 40, "N": 48, "K": 24}),
+    ("batch_matmul", {"B": 2, "M": 12, "N": 20, "K": 8, "transpose_b": True}),
+    ("conv2d_nchw", {"N": 1, "C": 6, "H": 10, "W": 10, "K": 8, "R": 3, "S": 3, "padding": 1}),
+    ("conv2d_nhwc", {"N": 1, "C": 8, "H": 9, "W": 9, "K": 12, "R": 3, "S": 3, "stride": 2,
+                     "padding": 1}),
+    ("depthwise_conv2d_nchw", {"N": 1, "C": 8, "H": 11, "W": 11, "R": 3, "S": 3,
+                               "padding": 1}),
+    ("softmax", {"M": 4, "N": 130}),
+    ("layer_norm", {"M": 6, "N": 96}),
+    ("dense", {"M": 12, "N": 20, "K": 16, "bias": True, "activation": "relu"}),
+]
+
+SAMPLES_PER_SKETCH = 2
+
+
+@pytest.mark.parametrize("op, params", CASES, ids=[c[0] for c in CASES])
+def test_every_sketch_and_sample_is_correct(op, params):
+    wl = Workload.op(op, **params)
+    task = SearchTask(wl, "cpu")
+    sketches = generate_sketches(task)
+    assert sketches
+    inputs = wl.random_inputs(seed=0)
+    (expected,) = wl.reference(inputs)
+    rng = random.Random(0)
+    for sketch in sketches:
+        for _ in range(SAMPLES_PER_SKETCH):
+            decisions: dict = {}
+            s, args = instantiate(task, sketch, sampler(decisions, {}, rng))
+            out = np.zeros(expected.shape, expected.dtype)
+            build(s, args)(*inputs, out)
+            np.testing.assert_allclose(out, expected, rtol=2e-4, atol=2e-4,
+                                       err_msg=f"{sketch}: {s.steps}")
+            # the same decisions replay to the same steps
+            s2, _ = instantiate(task, sketch, sampler(dict(decisions), {}, rng))
+            assert s2.steps == s.steps
+
+
+def test_matmul_sketches_tile_with_a_cache_stage_or_plainly():
+    task = SearchTask(Workload.op("matmul", M=64, N=64, K=64), "cpu")
+    names = [str(s) for s in generate_sketches(task)]
+    assert any("cache_write" in n and "L1" in n for n in names)
+    assert any("cache_write" in n and "L2" in n for n in names)
+    assert any(n == "tile T_matmul" for n in names)
+
+
+def test_decision_space_lists_tiles_and_annotations():
+    task = SearchTask(Workload.op("matmul", M=64, N=96, K=32), "cpu")
+    sketch = generate_sketches(task)[0]
+    space = decision_space(task, sketch)
+    tile = space["tile:T_matmul.local:i"]
+    assert isinstance(tile, TileDecision) and tile.extent == 64 and tile.parts == 3
+    assert isinstance(space["unroll:T_matmul.local"], ChoiceDecision)
+    assert any(name.startswith("parallel:") for name in space)
+
+
+def test_tile_sampling_includes_non_dividing_factors():
+    decision = TileDecision(1000, 3)
+    rng = random.Random(1)
+    values = [decision.sample(rng) for _ in range(300)]
+    assert all(decision.is_valid(v) for v in values)
+    assert any(1000 % v[-1] for v in values)  # some inner factors do not divide 1000
+    assert any(all(1000 % f == 0 for f in v) for v in values)
+    for v in values[:50]:
+        assert decision.is_valid(decision.mutate(v, rng))
+
+
+def test_a_program_with_non_dividing_tiles_is_correct():
+    wl = Workload.op("matmul", M=97, N=50, K=31)
+    task = SearchTask(wl, "cpu")
+    sketch = generate_sketches(task)[0]
+    decisions = {"tile:T_matmul.local:i": (2, 3, 7), "tile:T_matmul.local:j": (1, 3, 16),
+                 "tile:T_matmul.local:k": (6,)}
+    s, args = instantiate(task, sketch, sampler(decisions, {}, random.Random(0)))
+    inputs = wl.random_inputs(0)
+    out = np.zeros((97, 50), "float32")
+    build(s, args)(*inputs, out)
+    np.testing.assert_allclose(out, wl.reference(inputs)[0], rtol=2e-4, atol=2e-4)
+
+
+def test_users_can_register_a_sketch_rule():
+    def never_tile(ctx, stage: te.Stage):
+        if stage.op.reduce_axis:
+            return RuleResult([[SketchOp("location", stage.name)]], skip_rest=True)
+        return None
+
+    register_sketch_rule("never_tile", never_tile)
+    try:
+        with pytest.raises(ValueError, match="already registered"):
+            register_sketch_rule("never_tile", never_tile)
+        task = SearchTask(Workload.op("matmul", M=16, N=16, K=16), "cpu")
+        assert [str(s) for s in generate_sketches(task)] == [""]
+    finally:
+        unregister_sketch_rule("never_tile")
+    assert len(generate_sketches(task)) == 3
+
+
+def test_an_invalid_program_is_rejected_with_the_reason():
+    from search.sketch import Sketch
+
+    task = SearchTask(Workload.op("softmax", M=4, N=16), "cpu")
+    broken = Sketch("inline a reduction", [SketchOp("inline", "T_softmax_maxelem")])
+    with pytest.raises(InvalidProgram, match="reduction cannot be inlined"):
+        instantiate(task, broken, sampler({}, {}, random.Random(0)))
+
+
+def test_gpu_targets_are_refused_clearly():
+    with pytest.raises(ValueError, match="no sketch rules for target kind 'cuda'"):
+        SearchTask(Workload.op("matmul", M=8, N=8, K=8), "cuda -arch=sm_80")
