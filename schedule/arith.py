@@ -105,8 +105,23 @@ def _collect(e: Expr, scale: int, out: Linear) -> None:
     out.add_term(_simplify_atom(e), scale)
 
 
+def _merge_divmod(lin: Linear) -> None:
+    """``c * floordiv(x, c) + floormod(x, c)`` is ``x`` (from splitting a fused loop)."""
+    for k in list(lin.terms):
+        mod = lin.atoms.get(k)
+        if not (isinstance(mod, Binary) and mod.op == "floormod" and isinstance(mod.b, Const)):
+            continue
+        m = lin.terms[k]
+        div = Binary("floordiv", mod.a, mod.b, mod.dtype)
+        if lin.terms.get(div.key()) == m * int(mod.b.value):
+            lin.add_term(div, -m * int(mod.b.value))
+            lin.add_term(mod, -m)
+            _collect(mod.a, m, lin)
+
+
 def from_linear(lin: Linear, dtype: str = "int32") -> Expr:
     """Rebuild an expression: terms with positive coefficients first, constant last."""
+    _merge_divmod(lin)
     pos: list[Expr] = []
     neg: list[Expr] = []
     for k, c in lin.terms.items():

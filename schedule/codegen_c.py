@@ -171,9 +171,12 @@ class CCodegen:
         if isinstance(e, Not):
             return f"(!{self.expr(e.a)})"
         if isinstance(e, Select):
-            if lanes > 1:
+            if lanes > 1 and split_vector_dtype(e.cond.dtype)[1] > 1:
+                # a per-lane choice: both sides are computed (vectorize only allows this
+                # when neither side reads memory)
                 return self._lane_helper("select", e.dtype, [e.cond, e.true_value, e.false_value],
                                          "a0[l] ? a1[l] : a2[l]")
+            # one condition for all lanes: C's ?: evaluates only the chosen side
             return f"({self.expr(e.cond)} ? {self.expr(e.true_value)} : " \
                    f"{self.expr(e.false_value)})"
         if isinstance(e, Cast):

@@ -340,7 +340,7 @@ class _Lowering:
         return inner
 
     # ------------------------------------------------------------------ driver
-    def run(self) -> LoweredFunc:
+    def run(self, unroll: bool = True) -> LoweredFunc:
         self._check_attach()
         self._inline()
         self._infer_bounds()
@@ -357,8 +357,9 @@ class _Lowering:
         for buf in reversed(allocs):
             stmt = Allocate(buf, stmt)
         stmt = simplify_stmt(stmt, {})
-        stmt = simplify_stmt(partition_guards(stmt), {})
-        stmt = unroll_loops(stmt)
+        if unroll:  # the full form for code generation
+            stmt = simplify_stmt(partition_guards(stmt), {})
+            stmt = unroll_loops(stmt)
         return LoweredFunc(self.name, args, stmt)
 
 
@@ -387,7 +388,13 @@ def _c_safe(name: str) -> str:
     return out if out and not out[0].isdigit() else f"t_{out}"
 
 
-def lower(s: Schedule, args: Sequence[Tensor], name: str = "main") -> LoweredFunc:
-    """Lower a schedule to a loop-IR function over ``args`` (inputs and outputs)."""
-    return _Lowering(s, args, name).run()
+def lower(s: Schedule, args: Sequence[Tensor], name: str = "main",
+          unroll: bool = True) -> LoweredFunc:
+    """Lower a schedule to a loop-IR function over ``args`` (inputs and outputs).
+
+    With ``unroll=False`` loops to unroll stay loops (marked ``unrolled``, or carrying an
+    ``auto_unroll_max_step`` pragma) and edge guards stay in place (loops are not versioned
+    into full and partial tiles): a much cheaper form for analysis such as cost-model
+    features. Code generation needs the full form."""
+    return _Lowering(s, args, name).run(unroll)
 

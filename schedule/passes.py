@@ -53,6 +53,11 @@ def simplify_stmt(s: Stmt, ranges: arith.Ranges) -> Stmt | None:
         bounds = arith.const_bounds(extent, ranges)
         if bounds is not None and bounds[1] <= 0:
             return None
+        if isinstance(extent, Const) and extent.value == 1 and s.kind in (
+                For.SERIAL, For.PARALLEL, For.UNROLLED, For.VECTORIZED):
+            # a loop of one iteration is its body with the variable 0 (so indices fold)
+            return simplify_stmt(substitute_stmt(s.body, {s.var: Const(0, s.var.dtype)}),
+                                 ranges)
         inner = dict(ranges)
         inner[s.var] = (0, (bounds[1] if bounds else 1 << 30) - 1)
         body = simplify_stmt(s.body, inner)

@@ -278,8 +278,9 @@ def _vec(e: Expr, var: Var, start: int, lanes: int) -> Expr:
         if split_vector_dtype(cond.dtype)[1] > 1 and any(
                 isinstance(n, Load) for side in (e.true_value, e.false_value) for n in walk(side)):
             raise CannotVectorize("lane-dependent select over loads")
-        return Select(cond, _vec(e.true_value, var, start, lanes),
-                      _vec(e.false_value, var, start, lanes))
+        sides = [_vec(side, var, start, lanes) for side in (e.true_value, e.false_value)]
+        sides = [x if split_vector_dtype(x.dtype)[1] > 1 else Broadcast(x, lanes) for x in sides]
+        return Select(cond, sides[0], sides[1])
     if isinstance(e, Compare | Logic):
         return type(e)(e.op, _vec(e.a, var, start, lanes), _vec(e.b, var, start, lanes),
                        vector_dtype("bool", lanes))

@@ -1,0 +1,281 @@
+"""The search policies the tuner drives: ``propose(n)`` candidates, ``update`` with results.
+
+``SketchPolicy`` keeps a population of programs (sketch + decisions), evolves it with
+mutations (tile sizes, parallel granularity, auto-unroll depth, compute locations) and
+crossover between programs of the same sketch (each stage's decisions taken from one
+parent: the node-based crossover of the Ansor paper, which its released code never had),
+ranks offspring with a cost model, and proposes the best programs not measured yet, plus
+an epsilon-greedy share of random ones. ``RandomPolicy`` samples programs uniformly.
+"""
+
+from __future__ import annotations
+
+import heapq
+import json
+import math
+import random
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+import numpy as np
+
+from schedule import lower
+
+from .rules import generate_sketches
+from .sketch import InvalidProgram, Sketch, decision_space, instantiate, sampler
+from .space import ChoiceDecision, Decision, TileDecision
+from .task import SearchTask
+
+
+@dataclass
+class Candidate:
+    """One program: which sketch, the value of each decision, and the resulting steps."""
+
+    sketch: int
+    decisions: dict[str, Any]
+    steps: list[list[Any]]
+
+    @property
+    def key(self) -> str:
+        return steps_key(self.steps)
+
+
+def steps_key(steps: Sequence[Sequence[Any]]) -> str:
+    return json.dumps(steps, separators=(",", ":"))
+
+
+class Scorer(Protocol):
+    """What the policy needs from a cost model: scores (higher is faster) for lowered
+    programs, and training on measured ones."""
+
+    def predict(self, programs: list[Any]) -> np.ndarray: ...
+
+    def update(self, programs: list[Any], throughputs: list[float]) -> None: ...
+
+
+class RandomScorer:
+    """The baseline: random scores, learns nothing."""
+
+    def __init__(self, seed: int = 0):
+        self._rng = np.random.default_rng(seed)
+
+    def predict(self, programs: list[Any]) -> np.ndarray:
+        return self._rng.random(len(programs))
+
+    def update(self, programs: list[Any], throughputs: list[float]) -> None:
+        return None
+
+
+@dataclass
+class SearchParams:
+    population: int = 192
+    generations: int = 3
+    mutation_probability: float = 0.85
+    crossover_probability: float = 0.15
+    eps_greedy: float = 0.05
+    measured_seed_ratio: float = 0.2
+    mutation_weights: dict[str, float] = field(default_factory=lambda: {
+        "tile": 0.85, "unroll": 0.05, "location": 0.05, "parallel": 0.03, "other": 0.02})
+
+
+@dataclass
+class SearchStats:
+    proposals: int = 0
+    sampled: int = 0
+    invalid: int = 0
+    seconds: float = 0.0
+
+
+class SketchPolicy:
+    """Evolutionary search over the sketches of one task, guided by a cost model."""
+
+    def __init__(self, task: SearchTask, scorer: Scorer | None = None, seed: int = 0,
+                 params: SearchParams | None = None):
+        self.task = task
+        self.scorer: Scorer = scorer or RandomScorer(seed)
+        self.params = params or SearchParams()
+        self.rng = random.Random(seed)
+        self.sketches: list[Sketch] = generate_sketches(task)
+        self.spaces: list[dict[str, Decision]] = [decision_space(task, sk)
+                                                  for sk in self.sketches]
+        self.measured: dict[str, float] = {}  # steps key -> throughput (0 for failures)
+        self.known: dict[str, Candidate] = {}  # every candidate this policy built
+        self.stats = SearchStats()
+        self._programs: dict[str, Any] = {}  # steps key -> lowered program (features input)
+
+    # ------------------------------------------------------------------ building programs
+    def _build(self, sketch: int, decisions: dict[str, Any]) -> Candidate | None:
+        decisions = dict(decisions)
+        space = self.spaces[sketch]
+        try:
+            s, args = instantiate(self.task, self.sketches[sketch],
+                                  sampler(decisions, space, self.rng))
+            func = lower(s, args, unroll=False)
+        except (InvalidProgram, ValueError):
+            self.stats.invalid += 1
+            return None
+        cand = Candidate(sketch, decisions, s.steps)
+        self.known.setdefault(cand.key, cand)
+        self._programs.setdefault(cand.key, func)
+        return cand
+
+    def sample(self) -> Candidate | None:
+        """A random program: a random sketch with every decision drawn at random."""
+        self.stats.sampled += 1
+        return self._build(self.rng.randrange(len(self.sketches)), {})
+
+    def _sample_many(self, n: int, attempts: int | None = None) -> list[Candidate]:
+        out: list[Candidate] = []
+        for _ in range(attempts or n * 4):
+            if len(out) >= n:
+                break
+            cand = self.sample()
+            if cand is not None:
+                out.append(cand)
+        return out
+
+    # ------------------------------------------------------------------ variation
+    def _mutate(self, parent: Candidate) -> Candidate | None:
+        space = self.spaces[parent.sketch]
+        if not space:
+            return None
+        groups: dict[str, list[str]] = {}
+        for name in space:
+            kind = name.split(":", 1)[0]
+            groups.setdefault(kind if kind in self.params.mutation_weights else "other",
+                              []).append(name)
+        kinds = [k for k in groups if any(_mutable(space[n]) for n in groups[k])]
+        if not kinds:
+            return None
+        weights = [self.params.mutation_weights[k] for k in kinds]
+        kind = self.rng.choices(kinds, weights)[0]
+        name = self.rng.choice([n for n in groups[kind] if _mutable(space[n])])
+        decisions = dict(parent.decisions)
+        decisions[name] = space[name].mutate(parent.decisions.get(name), self.rng) \
+            if name in parent.decisions else space[name].sample(self.rng)
+        return self._build(parent.sketch, decisions)
+
+    def _crossover(self, a: Candidate, b: Candidate) -> Candidate | None:
+        """Per stage, take all of that stage's decisions from one parent."""
+        by_stage: dict[str, list[str]] = {}
+        for name in set(a.decisions) | set(b.decisions):
+            by_stage.setdefault(name.split(":")[1] if ":" in name else name, []).append(name)
+        child: dict[str, Any] = {}
+        for names in by_stage.values():
+            donor = a if self.rng.random() < 0.5 else b
+            for name in names:
+                if name in donor.decisions:
+                    child[name] = donor.decisions[name]
+        return self._build(a.sketch, child)
+
+    # ------------------------------------------------------------------ scoring
+    def _scores(self, cands: list[Candidate]) -> np.ndarray:
+        if not cands:
+            return np.zeros(0)
+        return np.asarray(self.scorer.predict([self._programs[c.key] for c in cands]),
+                          dtype=float)
+
+    def _select(self, population: list[Candidate], scores: np.ndarray) -> Candidate:
+        weights = np.maximum(scores - scores.min(), 0) + 1e-9
+        return population[self.rng.choices(range(len(population)), weights.tolist())[0]]
+
+    # ------------------------------------------------------------------ the interface
+    def propose(self, n: int) -> list[Candidate]:
+        """The next ``n`` programs to measure (fewer only if the space is exhausted)."""
+        start = time.perf_counter()
+        p = self.params
+        population = self._sample_many(p.population)
+        seeds = sorted((c for c in self.known.values() if self.measured.get(c.key, 0) > 0),
+                       key=lambda c: -self.measured[c.key])
+        population += seeds[:int(p.population * p.measured_seed_ratio)]
+        best: dict[str, tuple[float, Candidate]] = {}
+        for generation in range(p.generations + 1):
+            if not population:
+                break
+            scores = self._scores(population)
+            for cand, score in zip(population, scores, strict=True):
+                if cand.key not in self.measured:
+                    best[cand.key] = (float(score), cand)
+            if generation == p.generations:
+                break
+            offspring: list[Candidate] = []
+            for _ in range(p.population * 2):
+                if len(offspring) >= p.population:
+                    break
+                parent = self._select(population, scores)
+                roll = self.rng.random()
+                if roll < p.crossover_probability:
+                    mates = [c for c in population if c.sketch == parent.sketch and c is not parent]
+                    child = self._crossover(parent, self.rng.choice(mates)) if mates else None
+                elif roll < p.crossover_probability + p.mutation_probability:
+                    child = self._mutate(parent)
+                else:
+                    child = parent
+                if child is not None:
+                    offspring.append(child)
+            population = offspring
+        n_random = min(n, max(0, int(math.floor(n * p.eps_greedy))))
+        ranked = heapq.nlargest(n - n_random, best.values(), key=lambda item: item[0])
+        picks = self._fill_randomly([cand for _, cand in ranked], n)
+        self.stats.seconds += time.perf_counter() - start
+        return picks
+
+    def _fill_randomly(self, picks: list[Candidate], n: int) -> list[Candidate]:
+        """Top up ``picks`` with random unmeasured programs; mark all as proposed (a program
+        is never proposed twice)."""
+        taken = {c.key for c in picks}
+        for _ in range(n * 20):
+            if len(picks) >= n:
+                break
+            cand = self.sample()
+            if cand is not None and cand.key not in self.measured and cand.key not in taken:
+                picks.append(cand)
+                taken.add(cand.key)
+        for cand in picks:
+            self.measured.setdefault(cand.key, 0.0)
+        self.stats.proposals += len(picks)
+        return picks
+
+    def update(self, steps: Sequence[Sequence[Sequence[Any]]],
+               costs: Sequence[Sequence[float] | None]) -> None:
+        """Feed measurements back: for each program (its steps), its costs in seconds, or
+        None / empty for a failed measurement. Retrains the cost model."""
+        programs, throughputs = [], []
+        for prog_steps, prog_costs in zip(steps, costs, strict=True):
+            key = steps_key(prog_steps)
+            throughput = 1.0 / float(np.median(prog_costs)) if prog_costs else 0.0
+            self.measured[key] = throughput
+            func = self._programs.get(key) or self._lower_steps(prog_steps)
+            if func is not None:
+                self._programs[key] = func
+                programs.append(func)
+                throughputs.append(throughput)
+        if programs:
+            self.scorer.update(programs, throughputs)
+
+    def _lower_steps(self, steps: Sequence[Sequence[Any]]) -> Any:
+        """Lower a measured program that this policy did not build (e.g. from the database)."""
+        try:
+            s, args = self.task.new_schedule()
+            s.replay(steps)
+            return lower(s, args, unroll=False)
+        except ValueError:
+            return None
+
+
+def _mutable(decision: Decision) -> bool:
+    if isinstance(decision, ChoiceDecision):
+        return len(decision.choices) > 1
+    return isinstance(decision, TileDecision) and decision.extent > 1
+
+
+class RandomPolicy(SketchPolicy):
+    """Pure random sampling of sketches and decisions (the baseline)."""
+
+    def propose(self, n: int) -> list[Candidate]:
+        start = time.perf_counter()
+        picks = self._fill_randomly([], n)
+        self.stats.seconds += time.perf_counter() - start
+        return picks
