@@ -216,7 +216,7 @@ class SketchPolicy:
                 if child is not None:
                     offspring.append(child)
             population = offspring
-        n_random = min(n, max(0, int(math.floor(n * p.eps_greedy))))
+        n_random = min(n, max(0, math.floor(n * p.eps_greedy)))
         ranked = heapq.nlargest(n - n_random, best.values(), key=lambda item: item[0])
         picks = self._fill_randomly([cand for _, cand in ranked], n)
         self.stats.seconds += time.perf_counter() - start
