@@ -1,0 +1,74 @@
+"""The search policies' interface: propose / update, no program proposed twice, variation
+operators that keep programs valid, and guidance by the scorer."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from schedule import Workload, loop_ir
+from search.policy import RandomPolicy, SearchParams, SketchPolicy, steps_key
+from search.task import SearchTask
+
+SMALL = SearchParams(population=24, generations=2)
+
+
+def _task() -> SearchTask:
+    return SearchTask(Workload.op("matmul", M=64, N=64, K=32), "cpu")
+
+
+def test_propose_never_repeats_a_program_across_rounds():
+    policy = SketchPolicy(_task(), seed=1, params=SMALL)
+    seen: set[str] = set()
+    for _ in range(3):
+        batch = policy.propose(8)
+        assert len(batch) == 8
+        keys = {c.key for c in batch}
+        assert len(keys) == 8 and not keys & seen
+        seen |= keys
+        policy.update([c.steps for c in batch], [[1e-3] for _ in batch])
+    assert policy.stats.proposals == 24
+
+
+def test_update_accepts_failures_and_programs_it_did_not_build():
+    task = _task()
+    policy = SketchPolicy(task, seed=2, params=SMALL)
+    other = RandomPolicy(task, seed=3, params=SMALL).propose(2)
+    policy.update([c.steps for c in other], [[2e-3, 2.2e-3], None])
+    assert policy.measured[other[0].key] > 0 and policy.measured[other[1].key] == 0
+    assert steps_key(other[0].steps) not in {c.key for c in policy.propose(6)}
+
+
+def test_mutation_and_crossover_give_valid_programs_of_the_same_sketch():
+    policy = SketchPolicy(_task(), seed=4, params=SMALL)
+    parents = [c for c in (policy.sample() for _ in range(12)) if c is not None]
+    for parent in parents:
+        child = policy._mutate(parent)
+        assert child is not None and child.sketch == parent.sketch
+    same = [c for c in parents if c.sketch == parents[0].sketch]
+    if len(same) >= 2:
+        child = policy._crossover(same[0], same[1])
+        assert child is not None
+        for name, value in child.decisions.items():
+            assert value in (same[0].decisions.get(name), same[1].decisions.get(name)) \
+                or name not in same[0].decisions or name not in same[1].decisions
+
+
+class VectorLoving:
+    """A scorer that prefers programs with more vectorized loops (a stand-in for a trained
+    model): the evolutionary search must follow it."""
+
+    def predict(self, programs):
+        return np.array([sum(isinstance(st, loop_ir.For) and st.kind == "vectorized"
+                             for st in loop_ir.walk_stmts(p.body)) for p in programs], float)
+
+    def update(self, programs, throughputs):
+        return None
+
+
+def test_the_search_follows_its_scorer():
+    guided = SketchPolicy(_task(), VectorLoving(), seed=5, params=SMALL).propose(8)
+    random_ = RandomPolicy(_task(), seed=5, params=SMALL).propose(8)
+    scorer = VectorLoving()
+    pg = SketchPolicy(_task(), seed=6, params=SMALL)
+    score = lambda cands: scorer.predict([pg._lower_steps(c.steps) for c in cands]).mean()  # noqa: E731
+    assert score(guided) >= score(random_)
