@@ -21,6 +21,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
+from cost_model import ProgramScorer, make_cost_model
 from schedule import lower
 
 from .rules import generate_sketches
@@ -68,6 +69,18 @@ class RandomScorer:
         return None
 
 
+def make_scorer(task: SearchTask, name: str, seed: int = 0) -> Scorer:
+    """A cost model by name, wrapped to score lowered programs of ``task``."""
+    if name == "random":
+        return RandomScorer(seed)
+    kwargs = {"cores": task.cores}
+    try:
+        model = make_cost_model(name, **kwargs)
+    except TypeError:  # a model that does not take the core count
+        model = make_cost_model(name)
+    return ProgramScorer(model, group=task.workload.key)
+
+
 @dataclass
 class SearchParams:
     population: int = 192
@@ -91,10 +104,13 @@ class SearchStats:
 class SketchPolicy:
     """Evolutionary search over the sketches of one task, guided by a cost model."""
 
-    def __init__(self, task: SearchTask, scorer: Scorer | None = None, seed: int = 0,
+    def __init__(self, task: SearchTask, scorer: Scorer | str | None = None, seed: int = 0,
                  params: SearchParams | None = None):
+        """``scorer``: a Scorer, or a cost model name (``xgb`` by default, ``sklearn``,
+        ``analytic``, ``random``) trained on this task's measurements."""
         self.task = task
-        self.scorer: Scorer = scorer or RandomScorer(seed)
+        self.scorer: Scorer = make_scorer(task, scorer or "xgb", seed) \
+            if not hasattr(scorer, "predict") else scorer
         self.params = params or SearchParams()
         self.rng = random.Random(seed)
         self.sketches: list[Sketch] = generate_sketches(task)
@@ -273,6 +289,10 @@ def _mutable(decision: Decision) -> bool:
 
 class RandomPolicy(SketchPolicy):
     """Pure random sampling of sketches and decisions (the baseline)."""
+
+    def __init__(self, task: SearchTask, scorer: Scorer | str | None = None, seed: int = 0,
+                 params: SearchParams | None = None):
+        super().__init__(task, scorer or "random", seed, params)
 
     def propose(self, n: int) -> list[Candidate]:
         start = time.perf_counter()
