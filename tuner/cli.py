@@ -9,9 +9,13 @@ epilog. Usage errors exit with status 2 (argparse); expected failures raise
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
+import shlex
+import subprocess
 import sys
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 from tuner import __version__
@@ -74,6 +78,290 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
+# --- db and records ---------------------------------------------------------------------
+
+DB_HELP = (
+    "database URL (sqlite:///PATH, postgresql://USER@HOST/DB) or SQLite file path; "
+    "default: $TENSORTUNE_DB_URL, else $TENSORTUNE_HOME/tuning.db"
+)
+
+
+@contextlib.contextmanager
+def _database(url: str | None) -> Iterator[Any]:
+    """A ``db.Database`` for ``url``; its errors end as one CLI error line."""
+    try:
+        import db
+    except ImportError as exc:
+        raise CLIError(
+            f"the database layer needs its dependencies ({exc}): pip install 'tensortune[db]'"
+        ) from exc
+    try:
+        database = db.Database(url)
+        try:
+            yield database
+        finally:
+            database.close()
+    except db.DatabaseError as exc:
+        raise CLIError(str(exc)) from exc
+
+
+def _print_json(payload: Any) -> None:
+    print(json.dumps(payload, indent=2, default=_json_default))
+
+
+def _cmd_db_upgrade(args: argparse.Namespace) -> int:
+    with _database(args.db) as database:
+        before, after = database.upgrade()
+        url = database.display_url
+    if args.json:
+        _print_json({"database": url, "from_revision": before, "to_revision": after})
+    elif before == after:
+        print(f"{url}: schema already at revision {after}")
+    else:
+        print(f"{url}: schema upgraded from revision {before or '(empty)'} to {after}")
+    return 0
+
+
+def _record_filters(args: argparse.Namespace) -> dict[str, Any]:
+    names = ("workload_key", "target", "device_model", "toolchain")
+    return {name: getattr(args, name) for name in names if getattr(args, name, None)}
+
+
+def _cmd_records_export(args: argparse.Namespace) -> int:
+    with _database(args.db) as database:
+        dest = sys.stdout if args.file == "-" else args.file
+        count = database.export_jsonl(dest, **_record_filters(args))
+    # With FILE '-' the records are standard output: the summary goes to stderr.
+    out = sys.stderr if args.file == "-" else sys.stdout
+    if args.json:
+        print(json.dumps({"file": args.file, "records": count}, indent=2), file=out)
+    else:
+        print(f"exported {count} record(s) to {args.file}", file=out)
+    return 0
+
+
+def _cmd_records_import(args: argparse.Namespace) -> int:
+    with _database(args.db) as database:
+        import db
+
+        src = sys.stdin if args.file == "-" else args.file
+        try:
+            report = database.import_jsonl(src, skip_bad_lines=args.skip_bad_lines)
+        except db.ImportFileError as exc:
+            if args.json:  # the full report (every bad line) for machines, then the error
+                _print_json(exc.report.to_dict())
+            raise
+    if args.json:
+        _print_json(report.to_dict())
+        return 0
+    for bad in report.bad_lines:
+        print(f"{PROG}: warning: {args.file}: {bad} (skipped)", file=sys.stderr)
+    print(
+        f"imported {report.added} new record(s) from {args.file}: {report.records} read, "
+        f"{report.already_present} already present, {len(report.bad_lines)} bad line(s) skipped"
+    )
+    if report.unknown_fields:
+        print(f"ignored unknown field(s): {', '.join(report.unknown_fields)}")
+    return 0
+
+
+def _cmd_records_distill(args: argparse.Namespace) -> int:
+    with _database(args.db) as database:
+        filters = _record_filters(args)
+        if args.format == "t4":
+            count = database.export_t4(args.out, k=args.k, **filters)
+        else:
+            import db
+
+            count = db.write_jsonl(database.distill(args.k, **filters), args.out)
+    if args.json:
+        _print_json({"file": args.out, "format": args.format, "k": args.k, "records": count})
+    else:
+        print(f"wrote the best {args.k} record(s) per workload and target: {count} to {args.out}")
+    return 0
+
+
+def _add_filter_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--workload-key", metavar="KEY", help="only this workload")
+    parser.add_argument("--target", metavar="TARGET", help="only this exact target string")
+    parser.add_argument("--device-model", metavar="NAME", help="only records measured on it")
+    parser.add_argument("--toolchain", metavar="NAME", help="only records built with it")
+
+
+def _add_db_commands(commands: Any) -> None:
+    """The ``db`` and ``records`` command groups."""
+    formatter = argparse.RawDescriptionHelpFormatter
+    db_cmd = commands.add_parser(
+        "db",
+        help="manage the tuning database (schema upgrades)",
+        description="Manage the tuning database.",
+        epilog="example:\n  tensortune db upgrade --db postgresql://tuner@dbhost/tuning",
+        formatter_class=formatter,
+    )
+    db_sub = db_cmd.add_subparsers(title="commands", dest="db_command", metavar="COMMAND")
+    db_sub.required = True
+    upgrade = db_sub.add_parser(
+        "upgrade",
+        help="bring the database to the current schema without losing a row",
+        description=(
+            "Create the tensortune schema in an empty database, or bring an older one up to\n"
+            "the current schema (Alembic migrations; every row is kept). Running it again\n"
+            "does nothing."
+        ),
+        epilog=(
+            "examples:\n  tensortune db upgrade\n"
+            "  tensortune db upgrade --db postgresql://tuner@dbhost/tuning --json"
+        ),
+        formatter_class=formatter,
+    )
+    upgrade.add_argument("--db", metavar="URL", help=DB_HELP)
+    upgrade.add_argument("--json", action="store_true", help="print the result as JSON")
+    upgrade.set_defaults(handler=_cmd_db_upgrade)
+
+    records = commands.add_parser(
+        "records",
+        help="export, import and distill tuning records",
+        description="Export, import and distill tuning records (format: db/FORMAT.md).",
+        epilog="example:\n  tensortune records export records.jsonl",
+        formatter_class=formatter,
+    )
+    rec_sub = records.add_subparsers(title="commands", dest="records_command", metavar="COMMAND")
+    rec_sub.required = True
+    export = rec_sub.add_parser(
+        "export",
+        help="write records as JSON lines",
+        description=(
+            "Write the database's records (or those matching the filters) as JSON lines,\n"
+            "one record a line. FILE '-' is standard output; a .gz name is gzip-compressed."
+        ),
+        epilog=(
+            "examples:\n  tensortune records export all.jsonl\n"
+            "  tensortune records export avx512.jsonl.gz --target 'cpu -isa=avx512 -cores=2'"
+        ),
+        formatter_class=formatter,
+    )
+    export.add_argument("file", metavar="FILE", help="output file ('-' for stdout)")
+    _add_filter_arguments(export)
+    export.add_argument("--db", metavar="URL", help=DB_HELP)
+    export.add_argument("--json", action="store_true", help="print the result as JSON")
+    export.set_defaults(handler=_cmd_records_export)
+
+    imp = rec_sub.add_parser(
+        "import",
+        help="add records from a JSON-lines file (never duplicates)",
+        description=(
+            "Add the records of a JSON-lines file to the database, in one transaction.\n"
+            "Records already present are not added again; unknown fields are ignored. If a\n"
+            "line is malformed nothing is imported (the error names the lines), unless\n"
+            "--skip-bad-lines is given."
+        ),
+        epilog=(
+            "examples:\n  tensortune records import all.jsonl\n"
+            "  tensortune records import old.jsonl.gz --skip-bad-lines --json"
+        ),
+        formatter_class=formatter,
+    )
+    imp.add_argument("file", metavar="FILE", help="input file ('-' for stdin)")
+    imp.add_argument(
+        "--skip-bad-lines", action="store_true", help="import the good lines, report the bad"
+    )
+    imp.add_argument("--db", metavar="URL", help=DB_HELP)
+    imp.add_argument("--json", action="store_true", help="print the import report as JSON")
+    imp.set_defaults(handler=_cmd_records_import)
+
+    distill = rec_sub.add_parser(
+        "distill",
+        help="keep the best k records per workload and target",
+        description=(
+            "Write the best K error-free records (by median cost) of every workload and\n"
+            "target, to ship with a compiled model: JSON lines, or a T4 results document."
+        ),
+        epilog=(
+            "examples:\n  tensortune records distill --k 1 --out best.jsonl\n"
+            "  tensortune records distill --k 3 --out best.t4.json --format t4 "
+            "--target 'cuda -arch=sm_90'"
+        ),
+        formatter_class=formatter,
+    )
+    distill.add_argument("--k", type=_positive_int, required=True, metavar="K",
+                         help="records to keep per (workload, target)")
+    distill.add_argument("--out", required=True, metavar="FILE", help="output file")
+    distill.add_argument("--format", choices=("jsonl", "t4"), default="jsonl",
+                         help="jsonl (default) or t4")
+    _add_filter_arguments(distill)
+    distill.add_argument("--db", metavar="URL", help=DB_HELP)
+    distill.add_argument("--json", action="store_true", help="print the result as JSON")
+    distill.set_defaults(handler=_cmd_records_distill)
+
+
+def _device_kinds(text: str) -> list[str]:
+    kinds = [kind.strip() for kind in text.split(",") if kind.strip()]
+    if not kinds:
+        raise argparse.ArgumentTypeError(f"expected device kinds like cpu or cpu,cuda, "
+                                         f"got {text!r}")
+    return kinds
+
+
+def _cmd_worker(args: argparse.Namespace) -> int:
+    try:
+        import workers
+    except ImportError as exc:
+        raise CLIError(f"the workers layer is not available: {exc}") from exc
+    address = args.ray_address or os.environ.get(workers.RAY_ADDRESS_ENV, "")
+    if not address:
+        raise CLIError(f"no Ray cluster address: give --ray-address HOST:PORT or set "
+                       f"{workers.RAY_ADDRESS_ENV}")
+    known = workers.device_kinds()
+    unknown = [kind for kind in args.devices if kind not in known]
+    if unknown:
+        raise CLIError(f"unknown device kind(s) {', '.join(unknown)} in --devices; "
+                       f"available: {', '.join(known)}")
+    try:
+        resources = workers.node_resources(args.devices)
+        command = workers.worker_command(address, resources)
+    except ValueError as exc:
+        raise CLIError(str(exc)) from exc
+    if args.dry_run:
+        print(shlex.join(command))
+        return 0
+    advertised = ", ".join(f"{name}={count}" for name, count in sorted(resources.items()))
+    print(f"{PROG}: joining the Ray cluster at {address}, advertising {advertised} "
+          "(Ctrl-C to leave)", file=sys.stderr)
+    return subprocess.call(command)
+
+
+def _add_worker_command(commands: Any) -> None:
+    """The ``worker`` command: join a Ray cluster as a measurement node."""
+    worker = commands.add_parser(
+        "worker",
+        help="join a Ray cluster as a measurement node, advertising this machine's devices",
+        description=(
+            "Start a Ray node that joins the cluster at ADDR and advertises this machine's\n"
+            "measurement devices as Ray resources (cpu -> cpu-measure), so that tuning jobs\n"
+            "time candidates here. Stays in the foreground until stopped (Ctrl-C)."
+        ),
+        epilog=(
+            "examples:\n"
+            "  tensortune worker --ray-address 10.0.0.5:6379\n"
+            "  TENSORTUNE_RAY_ADDRESS=10.0.0.5:6379 tensortune worker --devices cpu\n"
+            "  tensortune worker --ray-address 10.0.0.5:6379 --dry-run"
+        ),
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    worker.add_argument(
+        "--ray-address", metavar="ADDR", default=None,
+        help="the cluster's head node, host:port (default: $TENSORTUNE_RAY_ADDRESS)",
+    )
+    worker.add_argument(
+        "--devices", type=_device_kinds, default=["cpu"], metavar="KINDS",
+        help="comma-separated device kinds this machine offers (default: cpu)",
+    )
+    worker.add_argument(
+        "--dry-run", action="store_true", help="print the ray start command instead of running it"
+    )
+    worker.set_defaults(handler=_cmd_worker)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser for ``tensortune`` and all its subcommands."""
     parser = argparse.ArgumentParser(
@@ -105,6 +393,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--json", action="store_true", help="print the report as JSON")
     demo.set_defaults(handler=_cmd_demo)
+    _add_db_commands(commands)
+    _add_worker_command(commands)
     return parser
 
 

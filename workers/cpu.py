@@ -1,0 +1,237 @@
+"""The ``cpu`` device: builds with the schedule layer's C code generator and times a built
+kernel in a child process with the timing loop inside the native code.
+
+One device per machine (Ray resource ``cpu-measure``). A run loads the library in the
+device's sandbox process, makes the workload's deterministic inputs, signals that it has
+started, optionally runs the kernel once for the correctness check, then calls the
+kernel's ``<entry>_time`` function (TVM's time evaluator: warm-up call, ``repeat`` timings
+of ``number`` calls lasting at least ``min_repeat_ms``, optional cache flush). The
+reference outputs are computed in the runner process, once per workload and seed.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import socket
+import subprocess
+import tempfile
+import time
+from collections import OrderedDict
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from schedule import (
+    BuildError,
+    CompileTimeout,
+    KernelSignature,
+    ScheduleError,
+    Target,
+    TensorExprError,
+    Workload,
+    compile_schedule,
+    host_cpu_target,
+    load_module,
+    te,
+)
+
+from .device import BuildResult, Device, register_device
+from .measure import ErrorKind, MeasureInput, MeasureResult, MeasureSettings, Provenance
+from .sandbox import Sandbox, SandboxError
+
+# ISAs a host can run, by the host's own ISA (weakest first).
+_X86_ISAS = ("generic", "sse4", "avx2", "avx512")
+_RUNNABLE = {**{isa: _X86_ISAS[: i + 1] for i, isa in enumerate(_X86_ISAS)},
+             "neon": ("generic", "neon")}
+_REFERENCES_KEPT = 4
+
+
+@functools.lru_cache(maxsize=4)
+def compiler_version(cc: str) -> str:
+    """First line of ``cc --version`` (e.g. ``gcc (Debian 12.2.0-14) 12.2.0``)."""
+    try:
+        out = subprocess.run([cc, "--version"], capture_output=True, text=True, timeout=30)
+    except (OSError, subprocess.TimeoutExpired):
+        return cc
+    return out.stdout.splitlines()[0].strip() if out.stdout else cc
+
+
+def time_kernel(started: Callable[[], None], job: dict[str, Any]) -> tuple[Any, list[bytes]]:
+    """Sandbox job: load a kernel, time it; with ``check`` also return its outputs."""
+    signature = KernelSignature.from_json(job["signature"])
+    mod = load_module(job["library"], signature)
+    inputs = iter(Workload.from_json(job["workload"]).random_inputs(job["seed"]))
+    arrays = [np.zeros(arg.shape, np.dtype(arg.dtype)) if arg.is_output else next(inputs)
+              for arg in signature.args]
+    started()
+    outputs: list[bytes] = []
+    if job["check"]:
+        mod(*arrays)
+        outputs = [a.tobytes() for a, arg in zip(arrays, signature.args, strict=True)
+                   if arg.is_output]
+    costs = mod.time(*arrays, number=job["number"], repeat=job["repeat"],
+                     min_repeat_ms=job["min_repeat_ms"], flush_bytes=job["flush_bytes"])
+    return costs, outputs
+
+
+def compare_outputs(blobs: list[bytes], reference: list[np.ndarray]) -> str:
+    """Why the outputs differ from the reference, or ``""`` when they match."""
+    if len(blobs) != len(reference):
+        return f"the kernel returned {len(blobs)} outputs, the reference has {len(reference)}"
+    for n, (blob, ref) in enumerate(zip(blobs, reference, strict=True)):
+        if len(blob) != ref.nbytes:
+            return f"output {n} has {len(blob)} bytes, expected {ref.nbytes}"
+        out = np.frombuffer(blob, dtype=ref.dtype).reshape(ref.shape)
+        if np.issubdtype(ref.dtype, np.floating):
+            rtol = 1e-2 if ref.dtype == np.float16 else 1e-3
+            scale = float(np.nanmax(np.abs(ref), initial=1.0))
+            close = np.isclose(out, ref, rtol=rtol, atol=rtol * max(1.0, scale),
+                               equal_nan=True)
+        else:
+            close = out == ref
+        if not close.all():
+            bad = int(np.argmin(close.reshape(-1)))
+            return (f"output {n} differs from the reference at {int((~close).sum())} of "
+                    f"{close.size} elements (first at flat index {bad}: "
+                    f"{out.reshape(-1)[bad]!r} != {ref.reshape(-1)[bad]!r})")
+    return ""
+
+
+@register_device
+class CpuDevice(Device):
+    """The host CPU as a measurement device."""
+
+    kind = "cpu"
+    resource = "cpu-measure"
+
+    def __init__(self, node: str = ""):
+        super().__init__(node)
+        self.host = socket.gethostname()
+        self.target = host_cpu_target()
+        self._sandbox = Sandbox()
+        self._references: OrderedDict[tuple[str, int], list[np.ndarray]] = OrderedDict()
+
+    @classmethod
+    def count_here(cls) -> int:
+        return 1
+
+    @classmethod
+    def compile_candidate(cls, inp: MeasureInput,
+                          compile_timeout: float) -> tuple[bytes, dict[str, Any], list[str]]:
+        """Replay the steps, lower, generate C and compile: the library bytes, the kernel
+        signature (JSON) and the target's compiler flags. Raises the schedule layer's
+        ``ScheduleError`` / ``TensorExprError`` (invalid schedule), ``CompileTimeout`` or
+        ``BuildError``."""
+        workload = Workload.from_json(inp.workload)
+        args = workload.tensors()
+        s = te.create_schedule(args[-workload.num_outputs:]).replay(inp.steps)
+        artifact = compile_schedule(s, args, Target.parse(inp.target), timeout=compile_timeout)
+        return artifact.library.read_bytes(), artifact.signature.to_json(), list(artifact.flags)
+
+    @classmethod
+    def build(cls, inp: MeasureInput, compile_timeout: float) -> BuildResult:
+        start = time.perf_counter()
+        compiler = compiler_version(os.environ.get("CC", "gcc"))
+        flags = list(Target.parse(inp.target).compiler_flags())
+        try:
+            library, signature, flags = cls.compile_candidate(inp, compile_timeout)
+        except (ScheduleError, TensorExprError) as err:
+            kind, message = ErrorKind.INVALID_SCHEDULE, str(err)
+        except CompileTimeout as err:
+            kind, message = ErrorKind.COMPILE_TIMEOUT, str(err)
+        except BuildError as err:
+            kind, message = ErrorKind.COMPILE_ERROR, str(err)
+        else:
+            return BuildResult(ErrorKind.NONE, "", time.perf_counter() - start, library,
+                               signature, compiler, flags)
+        return BuildResult(kind, message, time.perf_counter() - start, compiler=compiler,
+                           flags=flags)
+
+    @property
+    def id(self) -> str:
+        return f"cpu@{self.host}" + (f"/{self.node[:12]}" if self.node else "")
+
+    def serves(self, target: Target) -> bool:
+        return target.kind == "cpu" and target.isa in _RUNNABLE.get(self.target.isa, ())
+
+    def is_alive(self) -> bool:
+        try:
+            return self._sandbox.call("workers.sandbox:ping", {}, start_timeout=30.0,
+                                      timeout=30.0).status == "ok"
+        except SandboxError:
+            return False
+
+    def _reference(self, workload: Workload, seed: int) -> list[np.ndarray]:
+        key = (workload.key, seed)
+        if key not in self._references:
+            self._references[key] = workload.reference(workload.random_inputs(seed))
+            while len(self._references) > _REFERENCES_KEPT:
+                self._references.popitem(last=False)
+        self._references.move_to_end(key)
+        return self._references[key]
+
+    @staticmethod
+    def _library_file(library: bytes) -> Path:
+        """Write the library to a fresh file for the child to load (removed after its run)."""
+        with tempfile.NamedTemporaryFile(prefix="tt-kernel-", suffix=".so",
+                                         delete=False) as file:
+            file.write(library)
+        return Path(file.name)
+
+    def run(self, build: BuildResult, inp: MeasureInput,
+            settings: MeasureSettings) -> MeasureResult:
+        start = time.perf_counter()
+        provenance = Provenance(self.host, self.node, self.target.model_name, inp.target,
+                                build.compiler, list(build.flags), settings.timing())
+
+        def result(kind: ErrorKind, message: str = "", costs: Any = ()) -> MeasureResult:
+            return MeasureResult(list(costs), kind, message, build.build_s,
+                                 time.perf_counter() - start, self.id, time.time(), provenance)
+
+        workload = Workload.from_json(inp.workload)
+        reference = None
+        if settings.check:
+            try:
+                reference = self._reference(workload, settings.seed)
+            except Exception as err:  # the workload's reference, not the candidate, failed
+                return result(ErrorKind.DEVICE_LOST, f"the reference outputs of "
+                              f"{workload!r} could not be computed: {err}")
+        library = self._library_file(build.library)
+        job = {"library": str(library), "signature": build.signature,
+               "workload": inp.workload, "seed": settings.seed, "check": settings.check,
+               "number": settings.number, "repeat": settings.repeat,
+               "min_repeat_ms": settings.min_repeat_ms, "flush_bytes": settings.flush_bytes}
+        try:
+            outcome = self._sandbox.call("workers.cpu:time_kernel", job,
+                                         start_timeout=settings.load_timeout,
+                                         timeout=settings.run_timeout)
+        except SandboxError as err:
+            return result(ErrorKind.DEVICE_LOST, f"{self.id}: {err}")
+        finally:
+            library.unlink(missing_ok=True)
+        if outcome.status == "ok":
+            costs = outcome.value
+            if not (isinstance(costs, list) and len(costs) == settings.repeat and all(
+                    isinstance(c, float) and 0 <= c < float("inf") for c in costs)):
+                self._sandbox.restart()
+                return result(ErrorKind.RUNTIME_ERROR, f"the kernel's timing gave no valid "
+                              f"costs: {str(costs)[:200]}")
+            mismatch = compare_outputs(outcome.blobs, reference) if reference is not None else ""
+            if not mismatch:
+                return result(ErrorKind.NONE, costs=costs)
+            self._sandbox.restart()  # it may have written where it should not have
+            return result(ErrorKind.WRONG_ANSWER, mismatch, costs)
+        self._sandbox.restart()
+        if outcome.status == "start_timeout":
+            return result(ErrorKind.RUN_TIMEOUT, f"loading the kernel {outcome.message}")
+        if outcome.status == "timeout":
+            return result(ErrorKind.RUN_TIMEOUT, f"the kernel {outcome.message}")
+        if outcome.status == "raised":
+            return result(ErrorKind.RUNTIME_ERROR, outcome.message)
+        return result(ErrorKind.RUNTIME_ERROR, f"the kernel crashed: {outcome.message}")
+
+    def close(self) -> None:
+        self._sandbox.close()

@@ -1,0 +1,223 @@
+"""The data of a measurement: what goes in (``MeasureInput``), how it is measured
+(``MeasureSettings``), and what comes out (``MeasureResult`` with its ``Provenance``).
+
+All of it is plain, JSON-able data (``to_json`` / ``from_json``), so inputs and results
+cross process and node boundaries and land in the database unchanged. ``from_json`` checks
+the shape of a document and raises ``ValueError`` naming the bad field
+(``MeasureInputError`` for a measure input).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class MeasureInputError(ValueError):
+    """A measure input that cannot be measured at all (malformed, unknown workload or
+    target, no device for it): the caller's mistake, raised before anything runs."""
+
+
+class ErrorKind(StrEnum):
+    """How a measurement ended. Only ``device_lost`` is a failure of the infrastructure
+    (a device, worker or node went away); every other kind is the candidate's outcome."""
+
+    NONE = "none"
+    INVALID_SCHEDULE = "invalid_schedule"
+    COMPILE_ERROR = "compile_error"
+    COMPILE_TIMEOUT = "compile_timeout"
+    RUNTIME_ERROR = "runtime_error"
+    RUN_TIMEOUT = "run_timeout"
+    WRONG_ANSWER = "wrong_answer"
+    DEVICE_LOST = "device_lost"
+
+    @property
+    def is_infrastructure(self) -> bool:
+        return self is ErrorKind.DEVICE_LOST
+
+
+def _fields(doc: Any, what: str, required: set[str], optional: set[str] | None = None,
+            error: type[ValueError] = ValueError) -> None:
+    optional = optional or set()
+    if not isinstance(doc, Mapping):
+        raise error(f"{what} must be a JSON object, got {type(doc).__name__}")
+    missing = sorted(required - set(doc))
+    if missing:
+        raise error(f"{what}: missing field(s) {missing}")
+    extra = sorted(set(doc) - required - optional)
+    if extra:
+        raise error(f"{what}: unexpected field(s) {extra}")
+
+
+@dataclass(frozen=True)
+class MeasureInput:
+    """One candidate: a workload (its JSON, ``Workload.to_json()``), a target string and a
+    schedule as a list of steps."""
+
+    workload: dict[str, Any]
+    target: str
+    steps: list[list[Any]]
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.workload, Mapping):
+            raise MeasureInputError("measure input: 'workload' must be a JSON object "
+                             "(Workload.to_json())")
+        if not isinstance(self.target, str) or not self.target.strip():
+            raise MeasureInputError("measure input: 'target' must be a non-empty string, "
+                                    "e.g. 'cpu'")
+        if not isinstance(self.steps, list | tuple):
+            raise MeasureInputError("measure input: 'steps' must be a list of steps")
+        for n, step in enumerate(self.steps):
+            if not isinstance(step, list | tuple) or not step or not isinstance(step[0], str):
+                raise MeasureInputError(f"measure input: step {n} must be a list starting with the "
+                                 f"step's name, got {step!r}")
+        object.__setattr__(self, "workload", dict(self.workload))
+        object.__setattr__(self, "steps", [list(step) for step in self.steps])
+
+    def to_json(self) -> dict[str, Any]:
+        return {"workload": self.workload, "target": self.target, "steps": self.steps}
+
+    @classmethod
+    def from_json(cls, doc: Any) -> MeasureInput:
+        _fields(doc, "measure input", {"workload", "target", "steps"}, error=MeasureInputError)
+        return cls(doc["workload"], doc["target"], doc["steps"])
+
+
+@dataclass(frozen=True)
+class MeasureSettings:
+    """How candidates are built and timed (TVM's time evaluator settings, plus limits).
+
+    Each repeat times ``number`` calls, doubling ``number`` until the repeat lasts
+    ``min_repeat_ms``; ``flush_bytes`` > 0 writes a scratch buffer that large before each
+    repeat to evict the caches. Inputs are ``Workload.random_inputs(seed)``; with
+    ``check`` the output is compared with ``Workload.reference``. ``run_timeout`` counts
+    from the moment the device starts the candidate (after loading it), ``load_timeout``
+    bounds the loading, ``compile_timeout`` each build.
+    """
+
+    number: int = 1
+    repeat: int = 3
+    min_repeat_ms: int = 100
+    flush_bytes: int = 0
+    check: bool = True
+    seed: int = 0
+    compile_timeout: float = 60.0
+    run_timeout: float = 10.0
+    load_timeout: float = 30.0
+
+    def __post_init__(self) -> None:
+        for name in ("number", "repeat"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value < 2**31:
+                raise ValueError(f"measure settings: {name} must be an integer in "
+                                 f"1..2**31-1, got {value!r}")
+        for name in ("min_repeat_ms", "flush_bytes", "seed"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"measure settings: {name} must be a non-negative integer, "
+                                 f"got {value!r}")
+        if not isinstance(self.check, bool):
+            raise ValueError(f"measure settings: check must be true or false, "
+                             f"got {self.check!r}")
+        for name in ("compile_timeout", "run_timeout", "load_timeout"):
+            value = getattr(self, name)
+            if (isinstance(value, bool) or not isinstance(value, int | float)
+                    or not math.isfinite(value) or value <= 0):
+                raise ValueError(f"measure settings: {name} must be a positive number of "
+                                 f"seconds, got {value!r}")
+
+    def timing(self) -> dict[str, Any]:
+        """The settings that change a measured figure (recorded in the provenance)."""
+        return {"number": self.number, "repeat": self.repeat,
+                "min_repeat_ms": self.min_repeat_ms, "flush_bytes": self.flush_bytes,
+                "seed": self.seed, "check": self.check}
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, doc: Any) -> MeasureSettings:
+        names = set(cls.__dataclass_fields__)
+        _fields(doc, "measure settings", set(), names)
+        return cls(**dict(doc))
+
+
+@dataclass
+class Provenance:
+    """Where and how a result was obtained, so that records from different machines or
+    toolchains are never mixed up: the host and Ray node that ran it, the device model
+    (CPU model name, GPU name, accelerator configuration), the canonical target, the
+    compiler with its version and flags, and the timing settings."""
+
+    host: str = ""
+    node: str = ""
+    device_model: str = ""
+    target: str = ""
+    compiler: str = ""
+    flags: list[str] = field(default_factory=list)
+    settings: dict[str, Any] = field(default_factory=dict)
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_json(cls, doc: Any) -> Provenance:
+        names = set(cls.__dataclass_fields__)
+        _fields(doc, "provenance", set(), names)
+        return cls(**{**dict(doc), "flags": list(doc.get("flags", [])),
+                      "settings": dict(doc.get("settings", {}))})
+
+
+@dataclass
+class MeasureResult:
+    """The outcome of one candidate: ``costs`` (seconds per call, one per repeat; empty
+    unless it ran), the error kind and message, build and run wall seconds, the device id,
+    the Unix time it was finished and its provenance."""
+
+    costs: list[float]
+    error_kind: ErrorKind
+    error_msg: str = ""
+    build_s: float = 0.0
+    run_s: float = 0.0
+    device: str = ""
+    timestamp: float = 0.0
+    provenance: Provenance = field(default_factory=Provenance)
+
+    def __post_init__(self) -> None:
+        self.error_kind = ErrorKind(self.error_kind)
+
+    @property
+    def ok(self) -> bool:
+        return self.error_kind is ErrorKind.NONE
+
+    @property
+    def mean_cost(self) -> float:
+        """Mean seconds per call over the repeats (``inf`` when it did not run)."""
+        return sum(self.costs) / len(self.costs) if self.costs else math.inf
+
+    def to_json(self) -> dict[str, Any]:
+        return {"costs": list(self.costs), "error_kind": self.error_kind.value,
+                "error_msg": self.error_msg, "build_s": self.build_s, "run_s": self.run_s,
+                "device": self.device, "timestamp": self.timestamp,
+                "provenance": self.provenance.to_json()}
+
+    @classmethod
+    def from_json(cls, doc: Any) -> MeasureResult:
+        _fields(doc, "measure result", {"costs", "error_kind"},
+                {"error_msg", "build_s", "run_s", "device", "timestamp", "provenance"})
+        kinds = [k.value for k in ErrorKind]
+        if doc["error_kind"] not in kinds:
+            raise ValueError(f"measure result: unknown error_kind {doc['error_kind']!r}; "
+                             f"accepted: {', '.join(kinds)}")
+        if not isinstance(doc["costs"], list) or not all(
+                isinstance(c, int | float) and not isinstance(c, bool) for c in doc["costs"]):
+            raise ValueError("measure result: 'costs' must be a list of numbers")
+        return cls(costs=[float(c) for c in doc["costs"]], error_kind=doc["error_kind"],
+                   error_msg=str(doc.get("error_msg", "")),
+                   build_s=float(doc.get("build_s", 0.0)), run_s=float(doc.get("run_s", 0.0)),
+                   device=str(doc.get("device", "")),
+                   timestamp=float(doc.get("timestamp", 0.0)),
+                   provenance=Provenance.from_json(doc.get("provenance", {})))

@@ -1,0 +1,271 @@
+"""A killable child process that runs jobs one at a time: the isolation under every build
+and every run.
+
+The child is ``python -m workers.child FD``, started in its own session (so the whole
+process group, compiler included, dies on a kill) and talking over a socket pair. A job
+names a function (``"module:function"``, always one of ours) and a JSON document; the
+function receives a ``started()`` callback and returns ``(value, blobs)``: a JSON value and
+a list of byte strings. Messages are length-prefixed frames of JSON or raw bytes — never
+pickle — and every read of the parent has a deadline, so whatever a candidate does in the
+child (crash, hang, scribble on memory, write garbage to the socket) the parent learns it
+as an :class:`Outcome` and goes on.
+
+Two clocks: ``start_timeout`` runs from sending the job until the child calls
+``started()`` (loading a library, making inputs), ``timeout`` from then until the answer.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib
+import json
+import os
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import time
+import weakref
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+_LENGTH = struct.Struct("!Q")
+_MAX_HEADER = 64 << 20
+_MAX_BLOB = 1 << 36
+_MAX_BLOBS = 1024
+_CHUNK = 1 << 20
+READY_TIMEOUT = 120.0
+
+
+class SandboxError(RuntimeError):
+    """The child process could not be started or did not answer its start-up handshake:
+    a failure of the machine, not of a candidate."""
+
+
+@dataclass
+class Outcome:
+    """How a job ended. ``status`` is ``ok`` (``value``/``blobs`` hold the answer),
+    ``raised`` (the function raised: ``message``), ``crashed`` (the child died:
+    ``message`` names the signal or exit status), ``start_timeout`` (no ``started()``
+    within ``start_timeout``) or ``timeout`` (no answer within ``timeout`` after it).
+    ``seconds`` is the wall time from sending the job, ``run_seconds`` from ``started()``."""
+
+    status: str
+    value: Any = None
+    blobs: list[bytes] = field(default_factory=list)
+    message: str = ""
+    seconds: float = 0.0
+    run_seconds: float = 0.0
+
+
+class _Deadline(Exception):
+    pass
+
+
+class Closed(Exception):
+    """The other end closed the socket."""
+
+
+class Garbled(Closed):
+    """The other end sent something that is not a well-formed message."""
+
+
+def send_message(sock: socket.socket, header: dict[str, Any], blobs: list[bytes] = ()) -> None:
+    data = json.dumps(header).encode()
+    sock.sendall(_LENGTH.pack(len(data)) + data)
+    for blob in blobs:
+        sock.sendall(_LENGTH.pack(len(blob)))
+        sock.sendall(blob)
+
+
+def _recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytes:
+    """``n`` bytes, read in chunks: memory grows only as data really arrives (a garbled
+    length cannot make the parent allocate it up front)."""
+    chunks: list[bytes] = []
+    got = 0
+    while got < n:
+        if deadline is not None:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise _Deadline
+            sock.settimeout(remaining)
+        try:
+            chunk = sock.recv(min(n - got, _CHUNK))
+        except TimeoutError:
+            raise _Deadline from None
+        except OSError:
+            raise Closed from None
+        if not chunk:
+            raise Closed
+        chunks.append(chunk)
+        got += len(chunk)
+    return b"".join(chunks)
+
+
+def _recv_frame(sock: socket.socket, limit: int, deadline: float | None) -> bytes:
+    (length,) = _LENGTH.unpack(_recv_exact(sock, _LENGTH.size, deadline))
+    if length > limit:
+        raise Garbled
+    return _recv_exact(sock, length, deadline)
+
+
+def recv_message(sock: socket.socket, deadline: float | None) -> tuple[dict[str, Any], list[bytes]]:
+    try:
+        header = json.loads(_recv_frame(sock, _MAX_HEADER, deadline))
+    except (ValueError, UnicodeDecodeError):
+        raise Garbled from None
+    count = header.get("blobs", 0) if isinstance(header, dict) else None
+    if not isinstance(count, int) or not 0 <= count <= _MAX_BLOBS:
+        raise Garbled
+    blobs = [_recv_frame(sock, _MAX_BLOB, deadline) for _ in range(count)]
+    return header, blobs
+
+
+def _kill_group(proc: subprocess.Popen) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(ProcessLookupError):
+        proc.kill()
+    proc.wait()
+
+
+def describe_exit(returncode: int | None) -> str:
+    """``killed by signal SIGSEGV`` / ``exited with status 3``."""
+    if returncode is None:
+        return "stopped answering"
+    if returncode < 0:
+        try:
+            return f"killed by signal {signal.Signals(-returncode).name}"
+        except ValueError:
+            return f"killed by signal {-returncode}"
+    return f"exited with status {returncode}"
+
+
+class Sandbox:
+    """One child process, started on first use and restarted after it dies or is killed.
+    Not thread-safe: one job at a time."""
+
+    def __init__(self, ready_timeout: float = READY_TIMEOUT):
+        self.ready_timeout = ready_timeout
+        self._proc: subprocess.Popen | None = None
+        self._sock: socket.socket | None = None
+        self._finalizer: weakref.finalize | None = None
+
+    @property
+    def pid(self) -> int | None:
+        return self._proc.pid if self._proc is not None else None
+
+    def _start(self) -> None:
+        parent, child = socket.socketpair()
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        try:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "workers.child", str(child.fileno())],
+                pass_fds=(child.fileno(),), start_new_session=True, env=env,
+                stdin=subprocess.DEVNULL)
+        except OSError as err:
+            parent.close()
+            raise SandboxError(f"cannot start a sandbox process: {err}") from None
+        finally:
+            child.close()
+        self._proc, self._sock = proc, parent
+        self._finalizer = weakref.finalize(self, _close, proc, parent)
+        try:
+            header, _ = recv_message(parent, time.monotonic() + self.ready_timeout)
+        except (_Deadline, Closed):
+            header = {}
+        if header.get("kind") != "ready":
+            self.close()
+            raise SandboxError(f"the sandbox process did not start within "
+                               f"{self.ready_timeout:g} s ({describe_exit(proc.poll())})")
+
+    def _ensure(self) -> socket.socket:
+        if self._proc is None or self._proc.poll() is not None:
+            self.close()
+            self._start()
+        assert self._sock is not None
+        return self._sock
+
+    def restart(self) -> None:
+        """Kill the child (if any); the next job starts a fresh one."""
+        self.close()
+
+    def close(self) -> None:
+        if self._finalizer is not None:
+            self._finalizer()
+        self._proc = self._sock = self._finalizer = None
+
+    def call(self, fn: str, job: Any, *, start_timeout: float, timeout: float) -> Outcome:
+        """Run ``fn`` (``"module:function"``) on ``job`` in the child. Raises
+        :class:`SandboxError` only when no child can be started."""
+        sock = self._ensure()
+        sent = time.monotonic()
+        started: float | None = None
+
+        def outcome(status: str, message: str = "", value: Any = None,
+                    blobs: list[bytes] | None = None) -> Outcome:
+            now = time.monotonic()
+            return Outcome(status, value, blobs or [], message, now - sent,
+                           now - started if started is not None else 0.0)
+
+        try:
+            sock.settimeout(30.0)
+            send_message(sock, {"fn": fn, "job": job})
+            deadline = sent + start_timeout
+            while True:
+                header, blobs = recv_message(sock, deadline)
+                kind = header.get("kind")
+                if kind == "started" and started is None:
+                    started = time.monotonic()
+                    deadline = started + timeout
+                elif kind == "done":
+                    return outcome("ok", value=header.get("value"), blobs=blobs)
+                elif kind == "raised":
+                    return outcome("raised", str(header.get("message", ""))[:4000])
+                else:
+                    raise Garbled
+        except _Deadline:
+            self.restart()
+            if started is None:
+                return outcome("start_timeout", f"did not start within {start_timeout:g} s "
+                               "(killed)")
+            return outcome("timeout", f"did not finish within {timeout:g} s (killed)")
+        except Garbled:
+            self.restart()
+            return outcome("crashed", "the child process sent a garbled answer (killed)")
+        except (Closed, OSError):
+            code = self._exit_code()
+            self.restart()
+            return outcome("crashed", f"the child process {describe_exit(code)}")
+
+    def _exit_code(self) -> int | None:
+        """The exit status of a child that closed its end (it is normally exiting)."""
+        assert self._proc is not None
+        try:
+            return self._proc.wait(timeout=2.0)
+        except subprocess.TimeoutExpired:
+            return None
+
+
+def _close(proc: subprocess.Popen, sock: socket.socket) -> None:
+    sock.close()
+    if proc.poll() is None:
+        _kill_group(proc)
+
+
+def ping(started: Callable[[], None], job: Any) -> tuple[Any, list[bytes]]:
+    """A job that does nothing: shows that a child answers."""
+    started()
+    return job, []
+
+
+def resolve(name: str) -> Callable[..., Any]:
+    """The object named ``"module:qualname"`` (a job function or a device class of ours)."""
+    module, _, attr = name.partition(":")
+    obj: Any = importlib.import_module(module)
+    for part in attr.split("."):
+        obj = getattr(obj, part)
+    return obj
