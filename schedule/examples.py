@@ -28,11 +28,10 @@ def matmul(M: int, N: int, K: int, dtype: str = "float32") -> tuple[te.Tensor, .
     return A, B, C
 
 
-def matmul_schedule(M: int, N: int, K: int, rows: int = 8, cols: int = 32,
-                    k_block: int | None = None) -> tuple[te.Schedule, list[te.Tensor]]:
-    """The hand-tuned GEMM schedule (see the module docstring)."""
-    A, B, C = matmul(M, N, K)
-    s = te.create_schedule(C)
+def schedule_matmul(s: te.Schedule, B: te.Tensor, C: te.Tensor, rows: int = 8,
+                    cols: int = 32, k_block: int | None = None) -> None:
+    """Apply the hand-tuned GEMM schedule to ``C = A @ B`` in ``s`` (see the module
+    docstring)."""
     CL = s.cache_write(C, "local")
     BB = s.cache_read(B, "global", [CL])
     i, j = s[C].op.axis
@@ -54,6 +53,14 @@ def matmul_schedule(M: int, N: int, K: int, rows: int = 8, cols: int = 32,
         s[CL].reorder(ck, ci, cj)
     s[CL].unroll(ci)
     s[CL].vectorize(cj)
+
+
+def matmul_schedule(M: int, N: int, K: int, rows: int = 8, cols: int = 32,
+                    k_block: int | None = None) -> tuple[te.Schedule, list[te.Tensor]]:
+    """A GEMM with the hand-tuned schedule applied; returns the schedule and its tensors."""
+    A, B, C = matmul(M, N, K)
+    s = te.create_schedule(C)
+    schedule_matmul(s, B, C, rows, cols, k_block)
     return s, [A, B, C]
 
 
