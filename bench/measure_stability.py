@@ -24,30 +24,15 @@ import time
 import numpy as np
 
 from schedule import Target, Workload, compile_schedule, te
+from schedule.examples import schedule_matmul
 from workers import LocalPool, MeasureInput, MeasureSettings
 
 
 def handwritten_steps(workload: Workload) -> list[list]:
-    """The 8x32 register-tile GEMM schedule (as in schedule.examples), as steps."""
+    """The hand-written 8x32 register-tile GEMM schedule (schedule.examples), as steps."""
     _, b, c = workload.tensors()
     s = te.create_schedule(c)
-    cl = s.cache_write(c, "local")
-    bb = s.cache_read(b, "global", [cl])
-    i, j = s[c].op.axis
-    jo, ji = s[c].split(j, factor=32)
-    io, ii = s[c].split(i, factor=8)
-    s[c].reorder(jo, io, ii, ji)
-    s[c].parallel(jo)
-    s[c].unroll(ii)
-    s[c].vectorize(ji)
-    s[bb].compute_at(s[c], jo)
-    s[bb].vectorize(s[bb].op.axis[1])
-    s[cl].compute_at(s[c], io)
-    ci, cj = s[cl].op.axis
-    (ck,) = s[cl].op.reduce_axis
-    s[cl].reorder(ck, ci, cj)
-    s[cl].unroll(ci)
-    s[cl].vectorize(cj)
+    schedule_matmul(s, b, c)
     return s.steps
 
 
