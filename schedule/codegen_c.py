@@ -40,9 +40,12 @@ _PRELUDE = """\
 """
 
 # The timing loop lives in the generated code, so no Python runs inside the timed region.
-# Like TVM's time evaluator: one untimed warm-up call; then per repeat, optionally evict the
-# caches by writing a scratch buffer, and time `number` calls, doubling `number` until a
-# repeat lasts at least `min_repeat_ms`. results[r] is the mean seconds per call of repeat r.
+# Like TVM's time evaluator: one warm-up call; then per repeat, optionally evict the caches
+# by writing a scratch buffer, and time `number` calls, growing `number` until a repeat
+# lasts at least `min_repeat_ms`. results[r] is the mean seconds per call of repeat r.
+# `number` is predicted rather than doubled: from the warm-up call (rounded down, as a
+# cold call is slower) and from each too-short repeat (with a 20% margin), so a 5 ms kernel
+# spends about one short repeat calibrating instead of four.
 _TIMER = """\
 static double tt_now(void) {
   struct timespec t;
@@ -57,9 +60,15 @@ int32_t %(name)s_time(%(params)s, int32_t number, int32_t repeat, int32_t min_re
     scratch = (volatile char*)malloc((size_t)flush_bytes);
     if (scratch == NULL) return -1;
   }
+  double want = 1e-3 * (double)min_repeat_ms;
+  double warm_start = tt_now();
   int32_t code = %(name)s(%(args)s);
+  double warm = tt_now() - warm_start;
   if (code != 0) { free((void*)scratch); return code; }
   if (number < 1) number = 1;
+  if (warm > 0.0 && want / warm > (double)number) {
+    number = want / warm >= (double)(1 << 30) ? (1 << 30) : (int32_t)(want / warm);
+  }
   for (int32_t r = 0; r < repeat; ++r) {
     for (;;) {
       if (scratch != NULL) {
@@ -72,7 +81,11 @@ int32_t %(name)s_time(%(params)s, int32_t number, int32_t repeat, int32_t min_re
         results[r] = elapsed / (double)number;
         break;
       }
-      number *= 2;
+      double grow = elapsed > 0.0 ? 1.2 * want / elapsed : 1024.0;
+      if (grow > 1024.0) grow = 1024.0;
+      double next = (double)number * grow;
+      number = next >= (double)(1 << 30) ? (1 << 30)
+               : (next < (double)number + 1.0 ? number + 1 : (int32_t)next);
     }
   }
   free((void*)scratch);

@@ -41,46 +41,51 @@ def substitute_stmt(s: Stmt, mapping: dict[Var, Expr]) -> Stmt:
     return _map_exprs(s, lambda e: substitute(e, mapping))
 
 
-def simplify_stmt(s: Stmt, ranges: arith.Ranges) -> Stmt | None:
+def simplify_stmt(s: Stmt, ranges: arith.Ranges,
+                  zeros: dict[Var, Expr] | None = None) -> Stmt | None:
     """Simplify every expression using the ranges of the enclosing loops; drop guards that
-    always hold, code under guards that never hold, and loops of extent 0."""
+    always hold, code under guards that never hold, and loops of extent 0. A loop of one
+    iteration becomes its body with the variable 0 (so indices fold); ``zeros`` carries
+    those variables down so each expression is substituted once, however deep the nest."""
+    zeros = zeros or {}
+
+    def fix(e: Expr) -> Expr:
+        return arith.simplify(substitute(e, zeros) if zeros else e, ranges)
+
     if isinstance(s, Seq):
-        stmts = [simplify_stmt(c, ranges) for c in s.stmts]
+        stmts = [simplify_stmt(c, ranges, zeros) for c in s.stmts]
         kept = [c for c in stmts if c is not None]
         return Seq(kept) if kept else None
     if isinstance(s, For):
-        extent = arith.simplify(s.extent, ranges)
+        extent = fix(s.extent)
         bounds = arith.const_bounds(extent, ranges)
         if bounds is not None and bounds[1] <= 0:
             return None
         if isinstance(extent, Const) and extent.value == 1 and s.kind in (
                 For.SERIAL, For.PARALLEL, For.UNROLLED, For.VECTORIZED):
-            # a loop of one iteration is its body with the variable 0 (so indices fold)
-            return simplify_stmt(substitute_stmt(s.body, {s.var: Const(0, s.var.dtype)}),
-                                 ranges)
+            return simplify_stmt(s.body, ranges, {**zeros, s.var: Const(0, s.var.dtype)})
         inner = dict(ranges)
         inner[s.var] = (0, (bounds[1] if bounds else 1 << 30) - 1)
-        body = simplify_stmt(s.body, inner)
+        body = simplify_stmt(s.body, inner, zeros)
         if body is None:
             return None
         return For(s.var, extent, s.kind, body, s.pragmas)
     if isinstance(s, Store):
-        return Store(s.buffer, [arith.simplify(i, ranges) for i in s.indices],
-                     arith.simplify(s.value, ranges))
+        return Store(s.buffer, [fix(i) for i in s.indices], fix(s.value))
     if isinstance(s, IfThenElse):
-        cond = arith.simplify(s.cond, ranges)
+        cond = fix(s.cond)
         if isinstance(cond, Const):
             chosen = s.then_body if cond.value else s.else_body
-            return None if chosen is None else simplify_stmt(chosen, ranges)
-        then_body = simplify_stmt(s.then_body, ranges)
-        else_body = None if s.else_body is None else simplify_stmt(s.else_body, ranges)
+            return None if chosen is None else simplify_stmt(chosen, ranges, zeros)
+        then_body = simplify_stmt(s.then_body, ranges, zeros)
+        else_body = None if s.else_body is None else simplify_stmt(s.else_body, ranges, zeros)
         if then_body is None and else_body is None:
             return None
         if then_body is None:
             return IfThenElse(Not(cond), else_body)
         return IfThenElse(cond, then_body, else_body)
     if isinstance(s, Allocate):
-        body = simplify_stmt(s.body, ranges)
+        body = simplify_stmt(s.body, ranges, zeros)
         return None if body is None else Allocate(s.buffer, body)
     raise TypeError(f"unknown statement {type(s).__name__}")
 

@@ -118,6 +118,16 @@ class Workload:
                 out.append(rng.integers(-8, 8, t.shape).astype(dt.numpy_dtype(t.dtype)))
         return out
 
+    def numpy_baseline(self, inputs: list[np.ndarray]) -> list[np.ndarray] | None:
+        """The op computed by numpy in the workload's own dtype, as a numpy user would (the
+        speed baseline); None for a DAG workload, which has no numpy counterpart."""
+        if self.op_name is None:
+            return None
+        from .ops.reference import native_precision
+
+        with native_precision():
+            return [np.asarray(get_op(self.op_name).reference(inputs, self.params))]
+
     def reference(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
         """The expected outputs: the op's numpy reference, or for a DAG the result of its
         default (unscheduled) program."""

@@ -42,6 +42,21 @@ class Candidate:
     def key(self) -> str:
         return steps_key(self.steps)
 
+    def origin(self, sketches: Sequence[Sketch]) -> dict[str, Any]:
+        """How this program was made, as JSON (stored with its record for warm starts)."""
+        return {"sketch": sketches[self.sketch].name,
+                "decisions": {name: _to_json(value) for name, value in self.decisions.items()}}
+
+
+@dataclass(frozen=True)
+class PastMeasurement:
+    """A program measured earlier (e.g. a database record): its steps, its costs (empty
+    when it failed) and, when known, the origin it was made from (:meth:`Candidate.origin`)."""
+
+    steps: list[list[Any]]
+    costs: list[float]
+    origin: dict[str, Any] | None = None
+
 
 def steps_key(steps: Sequence[Sequence[Any]]) -> str:
     return json.dumps(steps, separators=(",", ":"))
@@ -83,7 +98,7 @@ def make_scorer(task: SearchTask, name: str, seed: int = 0) -> Scorer:
 
 @dataclass
 class SearchParams:
-    population: int = 192
+    population: int = 128
     generations: int = 3
     mutation_probability: float = 0.85
     crossover_probability: float = 0.15
@@ -271,6 +286,25 @@ class SketchPolicy:
         if programs:
             self.scorer.update(programs, throughputs)
 
+    def warm_start(self, past: Sequence[PastMeasurement]) -> int:
+        """Learn from earlier measurements of this task: the cost model trains on them, they
+        are never proposed again, and those whose origin still names one of this policy's
+        sketches (and rebuilds to the same steps) join the population's measured seeds.
+        Returns how many were rebuilt as seeds."""
+        rebuilt = 0
+        by_name = {sketch.name: n for n, sketch in enumerate(self.sketches)}
+        for item in past:
+            origin = item.origin or {}
+            sketch = by_name.get(origin.get("sketch"))
+            decisions = origin.get("decisions")
+            if sketch is None or not isinstance(decisions, dict):
+                continue
+            cand = self._build(sketch, {k: _from_json(v) for k, v in decisions.items()})
+            if cand is not None and cand.key == steps_key(item.steps):
+                rebuilt += 1
+        self.update([item.steps for item in past], [item.costs for item in past])
+        return rebuilt
+
     def _lower_steps(self, steps: Sequence[Sequence[Any]]) -> Any:
         """Lower a measured program that this policy did not build (e.g. from the database)."""
         try:
@@ -279,6 +313,15 @@ class SketchPolicy:
             return lower(s, args, unroll=False)
         except ValueError:
             return None
+
+
+def _to_json(value: Any) -> Any:
+    return [_to_json(v) for v in value] if isinstance(value, tuple | list) else value
+
+
+def _from_json(value: Any) -> Any:
+    """Decision values come back from JSON with lists where they were tuples."""
+    return tuple(_from_json(v) for v in value) if isinstance(value, list) else value
 
 
 def _mutable(decision: Decision) -> bool:

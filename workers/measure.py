@@ -10,6 +10,7 @@ the shape of a document and raises ``ValueError`` naming the bad field
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Mapping
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
@@ -183,7 +184,7 @@ class MeasureResult:
     build_s: float = 0.0
     run_s: float = 0.0
     device: str = ""
-    timestamp: float = 0.0
+    timestamp: float = field(default_factory=time.time)
     provenance: Provenance = field(default_factory=Provenance)
 
     def __post_init__(self) -> None:

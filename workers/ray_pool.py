@@ -105,8 +105,9 @@ def local_resources() -> dict[str, float]:
 
 def ray_address(address: str | None = None) -> str | None:
     """The cluster to join: ``address``, else ``$TENSORTUNE_RAY_ADDRESS``, else None (start
-    Ray on this machine)."""
-    return address or os.environ.get(RAY_ADDRESS_ENV) or None
+    Ray on this machine, also what ``"local"`` asks for)."""
+    address = address or os.environ.get(RAY_ADDRESS_ENV) or None
+    return None if address == "local" else address
 
 
 class RayPool(Pool):

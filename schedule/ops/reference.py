@@ -3,20 +3,41 @@
 Floats are computed in float64 and integers in int64, then cast to the output dtype
 (``out_dtype``, default the input dtype). Convolutions and pooling loop over the kernel
 window with numpy slicing.
+
+Under :func:`native_precision` nothing is widened: the same code then computes in the
+inputs' own dtype, which is what a numpy user gets (the speed baseline of the benchmarks
+and of ``tensortune tune``).
 """
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 
 import numpy as np
 
 IntOrPair = int | Sequence[int]
 
 
+_NATIVE = contextvars.ContextVar("native_precision", default=False)
+
+
+@contextlib.contextmanager
+def native_precision() -> Iterator[None]:
+    """Within this block the references compute in their inputs' dtype."""
+    token = _NATIVE.set(True)
+    try:
+        yield
+    finally:
+        _NATIVE.reset(token)
+
+
 def _wide(x: np.ndarray) -> np.ndarray:
     x = np.asarray(x)
+    if _NATIVE.get():
+        return x
     if x.dtype.kind == "f":
         return x.astype(np.float64)
     if x.dtype.kind in "iu":

@@ -61,3 +61,15 @@ def test_operator_reference_and_random_inputs_are_deterministic():
 def test_bad_workloads_give_clear_errors(doc, message):
     with pytest.raises(ValueError, match=message):
         Workload.from_json(doc)
+
+
+def test_numpy_baseline_computes_in_the_workloads_dtype_and_agrees_with_the_reference():
+    wl = Workload.op("matmul", M=16, N=8, K=32)
+    inputs = wl.random_inputs(0)
+    (baseline,), (reference,) = wl.numpy_baseline(inputs), wl.reference(inputs)
+    assert baseline.dtype == np.float32
+    np.testing.assert_allclose(baseline, reference, rtol=1e-5, atol=1e-5)
+    a, b = inputs
+    assert np.array_equal(baseline, a @ b)  # exactly what numpy gives a float32 user
+    dag = Workload.from_tensors(wl.tensors()[-1])
+    assert dag.numpy_baseline(dag.random_inputs(0)) is None

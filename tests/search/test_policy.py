@@ -3,7 +3,10 @@ operators that keep programs valid, and guidance by the scorer."""
 
 from __future__ import annotations
 
+import json
+
 import numpy as np
+import pytest
 
 from schedule import Workload, loop_ir
 from search.policy import RandomPolicy, SearchParams, SketchPolicy, steps_key
@@ -72,3 +75,30 @@ def test_the_search_follows_its_scorer():
     pg = SketchPolicy(_task(), seed=6, params=SMALL)
     score = lambda cands: scorer.predict([pg._lower_steps(c.steps) for c in cands]).mean()  # noqa: E731
     assert score(guided) >= score(random_)
+
+
+def test_warm_start_rebuilds_past_programs_as_seeds_and_never_reproposes_them():
+    from search import PastMeasurement, make_policy
+
+    task = SearchTask(Workload.op("matmul", M=32, N=32, K=32), "cpu")
+    first = make_policy(task, "sketch", "random", seed=1)
+    cands = first.propose(8)
+    past = [PastMeasurement(c.steps, [1e-3 * (n + 1)], json.loads(json.dumps(
+        c.origin(first.sketches)))) for n, c in enumerate(cands)]
+    past.append(PastMeasurement(cands[0].steps, [], None))  # a failure without origin
+    second = make_policy(task, "sketch", "random", seed=2)
+    assert second.warm_start(past) == len(cands)
+    seeds = {k for k, c in second.known.items() if second.measured.get(k, 0) > 0}
+    assert {c.key for c in cands[1:]} <= seeds
+    fresh = second.propose(16)
+    assert not {c.key for c in fresh} & {c.key for c in cands}
+
+
+def test_make_policy_rejects_unknown_names():
+    from search import make_policy
+
+    task = SearchTask(Workload.op("matmul", M=8, N=8, K=8), "cpu")
+    with pytest.raises(ValueError, match="unknown policy"):
+        make_policy(task, "genetic")
+    with pytest.raises(ValueError, match="unknown cost model"):
+        make_policy(task, "sketch", "lightgbm")
