@@ -1,15 +1,61 @@
 """Tuner layer: jobs, the task scheduler, the tuning loop, applying best schedules, and the
 ``tensortune`` CLI.
 
+    from tuner import tune, Workload
+    wl = Workload.op("matmul", M=1024, N=1024, K=1024)
+    result = tune([wl], target="cpu", trials=1000, db="sqlite:///tuning.db")
+    result.best(wl)        # steps, latency, GFLOP/s
+
 May import ``ir``, ``search``, ``cost_model``, ``workers``, ``db`` and ``schedule``
 (their top-level packages only).
 """
 
 from importlib import metadata
 
+from schedule import Workload
+
+from .apply import UntunedWarning, apply_best, build_best, default_steps
+from .cli_service import is_loopback
+from .jobs import cancel_job, requeue_job, resume_job, run_job, submit_job
+from .progress import TASK_STATES, BestSchedule, TaskProgress, TimeSplit, TuneResult
+from .runner import JobRunner, is_stale
+from .scheduler import SCHEDULERS, TaskScheduler
+from .shared_pool import FairLock, SharedPool
+from .spec import JobSpec, SpecError, TaskSpec
+from .tune import open_database, tune
+
 try:
     __version__ = metadata.version("tensortune")
 except metadata.PackageNotFoundError:  # a source tree that was never pip-installed
     __version__ = "0+unknown"
 
-__all__ = ["__version__"]
+__all__ = [
+    "SCHEDULERS",
+    "TASK_STATES",
+    "BestSchedule",
+    "FairLock",
+    "JobRunner",
+    "JobSpec",
+    "SharedPool",
+    "SpecError",
+    "TaskProgress",
+    "TaskScheduler",
+    "TaskSpec",
+    "TimeSplit",
+    "TuneResult",
+    "UntunedWarning",
+    "Workload",
+    "__version__",
+    "apply_best",
+    "build_best",
+    "cancel_job",
+    "default_steps",
+    "is_loopback",
+    "is_stale",
+    "open_database",
+    "requeue_job",
+    "resume_job",
+    "run_job",
+    "submit_job",
+    "tune",
+]

@@ -9,25 +9,24 @@ epilog. Usage errors exit with status 2 (argparse); expected failures raise
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
 import os
 import shlex
 import subprocess
 import sys
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 from tuner import __version__
+
+from .cli_common import DB_HELP, CLIError, _database, _json_default, _print_json
+from .cli_service import add_service_commands
+from .cli_tune import add_tuning_commands
 
 PROG = "tensortune"
 
 # What schedule.examples.matmul_report(size, repeat) returns.
 DEMO_REPORT_KEYS = ("gflops", "numpy_gflops", "ratio", "max_abs_err", "schedule")
-
-
-class CLIError(Exception):
-    """An expected failure, reported to the user as one line without a traceback."""
 
 
 def _positive_int(text: str) -> int:
@@ -38,13 +37,6 @@ def _positive_int(text: str) -> int:
     if value <= 0:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
     return value
-
-
-def _json_default(value: Any) -> Any:
-    """Serialise numpy scalars (and anything else with ``.item()``) as plain numbers."""
-    if hasattr(value, "item"):
-        return value.item()
-    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
 
 
 def format_demo_report(report: dict[str, Any], size: int, repeat: int) -> str:
@@ -79,35 +71,6 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 # --- db and records ---------------------------------------------------------------------
-
-DB_HELP = (
-    "database URL (sqlite:///PATH, postgresql://USER@HOST/DB) or SQLite file path; "
-    "default: $TENSORTUNE_DB_URL, else $TENSORTUNE_HOME/tuning.db"
-)
-
-
-@contextlib.contextmanager
-def _database(url: str | None) -> Iterator[Any]:
-    """A ``db.Database`` for ``url``; its errors end as one CLI error line."""
-    try:
-        import db
-    except ImportError as exc:
-        raise CLIError(
-            f"the database layer needs its dependencies ({exc}): pip install 'tensortune[db]'"
-        ) from exc
-    try:
-        database = db.Database(url)
-        try:
-            yield database
-        finally:
-            database.close()
-    except db.DatabaseError as exc:
-        raise CLIError(str(exc)) from exc
-
-
-def _print_json(payload: Any) -> None:
-    print(json.dumps(payload, indent=2, default=_json_default))
-
 
 def _cmd_db_upgrade(args: argparse.Namespace) -> int:
     with _database(args.db) as database:
@@ -393,8 +356,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     demo.add_argument("--json", action="store_true", help="print the report as JSON")
     demo.set_defaults(handler=_cmd_demo)
+    add_tuning_commands(commands)
     _add_db_commands(commands)
     _add_worker_command(commands)
+    add_service_commands(commands)
     return parser
 
 
@@ -410,6 +375,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except CLIError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)
         return 1
+    except BrokenPipeError:  # e.g. piped into head: the reader has what it wanted
+        sys.stderr.close()
+        return 0
     except KeyboardInterrupt:
         print(f"{PROG}: interrupted", file=sys.stderr)
         return 130

@@ -1,0 +1,49 @@
+"""The task scheduler: every task first, then where the weighted latency drops most."""
+
+from __future__ import annotations
+
+import pytest
+
+from tuner import TaskScheduler
+
+
+def test_round_robin_cycles_over_active_tasks():
+    sched = TaskScheduler([1, 1, 1], "round-robin")
+    picks = [sched.next_task() for _ in range(6)]
+    assert picks == [0, 1, 2, 0, 1, 2]
+    sched.retire(1)
+    assert [sched.next_task() for _ in range(4)] == [0, 2, 0, 2]
+
+
+def test_gradient_tries_every_task_then_favours_the_costliest():
+    sched = TaskScheduler([1.0, 1.0], "gradient", eps=0.0)
+    first = [sched.next_task(), None]
+    sched.record(first[0], 8, 1e-3)
+    first[1] = sched.next_task()
+    assert sorted(first) == [0, 1]
+    sched.record(first[1], 8, 8e-3)  # task 1 is eight times slower
+    assert sched.next_task() == first[1]
+
+
+def test_gradient_weights_scale_the_choice():
+    sched = TaskScheduler([10.0, 1.0], "gradient", eps=0.0)
+    sched.record(0, 8, 1e-3)
+    sched.record(1, 8, 4e-3)  # slower, but task 0 runs ten times as often
+    assert sched.next_task() == 0
+
+
+def test_a_task_that_keeps_improving_gets_trials():
+    sched = TaskScheduler([1.0, 1.0], "gradient", eps=0.0, alpha=1.0)
+    for best in (8e-3, 4e-3, 2e-3, 1e-3, 0.5e-3):
+        sched.record(0, 8, best)
+    for _ in range(5):
+        sched.record(1, 8, 1e-3)  # stuck
+    assert sched.next_task() == 0
+
+
+def test_no_active_task_ends_the_job_and_unknown_strategies_are_refused():
+    sched = TaskScheduler([1.0])
+    sched.retire(0)
+    assert sched.next_task() is None
+    with pytest.raises(ValueError, match="unknown scheduler"):
+        TaskScheduler([1.0], "fifo")

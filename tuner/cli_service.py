@@ -1,0 +1,139 @@
+"""The service commands of ``tensortune``: ``serve`` (the REST API and dashboard under
+uvicorn) and ``token create`` (a new API token with a role, printed once).
+
+The API lives in the ``api`` layer above this one, so ``serve`` hands uvicorn the app
+factory by its import string (``api:create_app``) instead of importing it; the factory
+reads its settings from the ``TENSORTUNE_*`` variables this command sets from its flags.
+"""
+
+from __future__ import annotations
+
+import argparse
+import getpass
+import ipaddress
+import os
+import sys
+from typing import Any
+
+from .cli_common import DB_HELP, CLIError, _database, _print_json
+
+#: The API roles, weakest first (the same as ``api.ROLES``; a token's role is its name).
+ROLES = ("reader", "submitter", "admin")
+APP_FACTORY = "api:create_app"
+_FALSE = frozenset({"0", "false", "off", "no", "n", "f"})
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` is ``localhost`` or a loopback address."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _current_user() -> str:
+    try:
+        return getpass.getuser()
+    except (KeyError, OSError):
+        return "cli"
+
+
+def _cmd_serve(args: argparse.Namespace) -> int:
+    try:
+        import uvicorn
+    except ImportError as exc:
+        raise CLIError(f"serving needs the api extra ({exc}): pip install 'tensortune[api]'") \
+            from exc
+    auth = not args.no_auth and os.environ.get("TENSORTUNE_AUTH", "1").lower() not in _FALSE
+    if not auth and not is_loopback(args.host):
+        raise CLIError(f"refusing to serve on {args.host} with authentication off: without "
+                       "tokens, bind to a loopback address (127.0.0.1, ::1) only")
+    env = {"TENSORTUNE_HOST": args.host, "TENSORTUNE_PORT": str(args.port),
+           "TENSORTUNE_AUTH": "1" if auth else "0"}
+    if args.db:
+        env["TENSORTUNE_DB_URL"] = args.db
+    if args.ray_address:
+        env["TENSORTUNE_RAY_ADDRESS"] = args.ray_address
+    os.environ.update(env)
+    mode = "tokens required" if auth else "NO authentication (local use)"
+    print(f"tensortune: serving on http://{args.host}:{args.port} ({mode}); "
+          f"dashboard at /, API docs at /docs", file=sys.stderr)
+    # open event streams would hold a stopping server: they get a few seconds to end
+    uvicorn.run(APP_FACTORY, factory=True, host=args.host, port=args.port,
+                log_level=args.log_level, timeout_graceful_shutdown=5)
+    return 0
+
+
+def _cmd_token_create(args: argparse.Namespace) -> int:
+    with _database(args.db) as database:
+        secret, info = database.create_token(args.owner or _current_user(), name=args.role)
+    if args.json:
+        _print_json({"token": secret, "role": args.role, "id": info.id, "owner": info.owner})
+    else:
+        print(secret)
+        print(f"{args.role} token {info.id} for {info.owner}; the secret above is shown only "
+              "once", file=sys.stderr)
+    return 0
+
+
+def add_service_commands(commands: Any) -> None:
+    """Register ``serve`` and ``token`` on the ``tensortune`` subparsers."""
+    formatter = argparse.RawDescriptionHelpFormatter
+    serve = commands.add_parser(
+        "serve",
+        help="run the REST API and dashboard",
+        description=(
+            "Serve the REST API (/v1/..., OpenAPI at /docs) and the dashboard (/) with\n"
+            "uvicorn. Submitted jobs run in this server, sharing this machine fairly; jobs\n"
+            "left queued or running by a stopped server are resumed. Configured by the\n"
+            "TENSORTUNE_* variables (api.Settings) and these flags. Authentication is on\n"
+            "unless --no-auth (or TENSORTUNE_AUTH=0), which binds to loopback only."
+        ),
+        epilog=(
+            "examples:\n  tensortune token create --role admin\n  tensortune serve\n"
+            "  tensortune serve --host 0.0.0.0 --port 8080 --db postgresql://tuner@db/tuning\n"
+            "  tensortune serve --no-auth"
+        ),
+        formatter_class=formatter,
+    )
+    serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
+    serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
+    serve.add_argument("--db", metavar="URL", help=DB_HELP)
+    serve.add_argument("--ray-address", metavar="ADDR",
+                       help="measure on this Ray cluster (default: this machine)")
+    serve.add_argument("--no-auth", action="store_true",
+                       help="no tokens needed (local use; loopback addresses only)")
+    serve.add_argument("--log-level", default="info",
+                       choices=("critical", "error", "warning", "info", "debug"))
+    serve.set_defaults(handler=_cmd_serve)
+
+    token = commands.add_parser(
+        "token", help="manage API tokens", description="Manage API tokens.",
+        epilog="example:\n  tensortune token create --role submitter --json",
+        formatter_class=formatter,
+    )
+    token_sub = token.add_subparsers(title="commands", dest="token_command", metavar="COMMAND")
+    token_sub.required = True
+    create = token_sub.add_parser(
+        "create",
+        help="create an API token with a role; prints the secret once",
+        description=(
+            "Create an API token. Roles: reader (queries), submitter (also submits jobs and\n"
+            "cancels its own), admin (also imports records, manages tokens, any job). Only\n"
+            "its hash is stored: the secret is printed this once."
+        ),
+        epilog=(
+            "examples:\n  tensortune token create --role reader\n"
+            "  tensortune token create --role admin --owner ci --json"
+        ),
+        formatter_class=formatter,
+    )
+    create.add_argument("--role", required=True, choices=ROLES, help="the token's role")
+    create.add_argument("--owner",
+                        help="who the token is for (default: the current user)")
+    create.add_argument("--db", metavar="URL", help=DB_HELP)
+    create.add_argument("--json", action="store_true",
+                        help='print {"token": ..., "role": ...} as JSON')
+    create.set_defaults(handler=_cmd_token_create)

@@ -1,0 +1,459 @@
+"""The tuning commands of ``tensortune``: ``tune``, ``ops``, ``best`` and ``jobs``.
+
+``tune`` runs a job in this process with a progress bar; ``jobs resume`` runs a stopped
+one on from its records. Expected failures (bad operator or parameter, unknown target,
+unreachable database, unknown job) end as one ``CLIError`` line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+from db import JobStateError, NotFoundError
+from schedule import Target, Workload, build, ops, te
+from search import COST_MODELS, POLICIES
+from workers import RAY_ADDRESS_ENV, LocalPool, MeasureSettings
+
+from .cli_common import DB_HELP, CLIError, _database, _print_json
+from .jobs import cancel_job, resume_job, run_job, submit_job
+from .progress import TuneResult
+from .scheduler import SCHEDULERS
+from .spec import JobSpec, SpecError, TaskSpec, error_message
+
+DEFAULT_TRIALS = 64
+
+
+def _param(text: str) -> tuple[str, str]:
+    name, sep, value = text.partition("=")
+    if not sep or not name.strip():
+        raise argparse.ArgumentTypeError(f"expected NAME=VALUE, got {text!r}")
+    return name.strip(), value.strip()
+
+
+def workload_from_args(op_name: str, params: list[tuple[str, str]]) -> Workload:
+    """The workload named by ``--op`` and ``-p NAME=VALUE`` options."""
+    texts: dict[str, str] = {}
+    for name, value in params:
+        if name in texts:
+            raise CLIError(f"parameter {name} given twice")
+        texts[name] = value
+    try:
+        spec = ops.get_op(op_name)
+        return Workload.op(op_name, **spec.parse_strings(texts))
+    except (KeyError, ValueError, TypeError) as err:
+        raise CLIError(error_message(err)) from None
+
+
+@contextmanager
+def _pool(settings: MeasureSettings, ray_address: str | None) -> Iterator[Any]:
+    address = ray_address or os.environ.get(RAY_ADDRESS_ENV)
+    if address:
+        from workers import RayPool
+
+        pool = RayPool(settings, address=address)
+    else:
+        pool = LocalPool(settings)
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
+class ProgressBar:
+    """A progress line on stderr: trials done, best latency and GFLOP/s per batch."""
+
+    def __init__(self, total: int, enabled: bool):
+        self.bar = None
+        if enabled:
+            from tqdm import tqdm
+
+            self.bar = tqdm(total=total, unit="trial", file=sys.stderr, dynamic_ncols=True)
+
+    def __call__(self, event: dict[str, Any]) -> None:
+        if self.bar is None or event.get("type") != "batch":
+            return
+        self.bar.update(event["trials"] - self.bar.n)
+        best = [t for t in event["tasks"] if t["best_latency_s"] is not None]
+        if best:
+            lead = max(best, key=lambda t: t["best_gflops"] or 0)
+            self.bar.set_postfix_str(f"best {lead['best_latency_s'] * 1e3:.3f} ms, "
+                                     f"{lead['best_gflops'] or 0:.1f} GFLOP/s")
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+
+
+def numpy_latency(workload: Workload, budget_s: float = 2.0) -> float | None:
+    """Seconds per call of the workload computed by numpy in its own dtype, measured now
+    (best of a few); None for a workload numpy has no counterpart of."""
+    inputs = workload.random_inputs(0)
+    if workload.numpy_baseline(inputs) is None:  # also the warm-up
+        return None
+    best, spent = math.inf, 0.0
+    for _ in range(5):
+        start = time.perf_counter()
+        workload.numpy_baseline(inputs)
+        elapsed = time.perf_counter() - start
+        best, spent = min(best, elapsed), spent + elapsed
+        if spent > budget_s:
+            break
+    return best
+
+
+def tune_summary(result: TuneResult, compare_numpy: bool) -> dict[str, Any]:
+    """The ``--json`` summary of a finished job (single-workload fields at the top level)."""
+    tasks = []
+    for task in result.tasks:
+        entry = task.to_json()
+        entry.pop("curve")
+        if compare_numpy:
+            entry["numpy_latency_s"] = numpy_latency(task.workload)
+        tasks.append(entry)
+    summary: dict[str, Any] = {"job_id": result.job_id, "status": result.status,
+                               "target": result.target, "trials": result.trials,
+                               "errors": result.errors(), "seconds": result.seconds.to_json(),
+                               "error": result.error, "tasks": tasks}
+    if len(tasks) == 1:
+        for name in ("workload_key", "best_latency_s", "best_gflops", "numpy_latency_s"):
+            if name in tasks[0]:
+                summary[name] = tasks[0][name]
+    return summary
+
+
+def format_summary(summary: dict[str, Any]) -> str:
+    lines = [f"job {summary['job_id']}: {summary['status']}, {summary['trials']} trials on "
+             f"{summary['target']}"]
+    if summary["error"]:
+        lines.append(f"  error: {summary['error']}")
+    for task in summary["tasks"]:
+        lines.append(f"  {task['name']}  [{task['workload_key']}]")
+        if task["best_latency_s"] is None:
+            lines.append(f"    no valid program found ({task['state']}); errors: "
+                         f"{task['errors'] or 'none'}")
+            continue
+        lines.append(f"    best {task['best_latency_s'] * 1e3:.4f} ms = "
+                     f"{task['best_gflops'] or 0:.1f} GFLOP/s"
+                     f"{' (confirmed)' if task['confirmed'] else ''}")
+        if task.get("numpy_latency_s"):
+            lines.append(f"    numpy {task['numpy_latency_s'] * 1e3:.4f} ms (this run): "
+                         f"tuned is {task['numpy_latency_s'] / task['best_latency_s']:.2f}x "
+                         "numpy")
+        if task["errors"]:
+            lines.append(f"    failed candidates: {task['errors']}")
+    seconds = summary["seconds"]
+    per_trial = seconds["total"] / max(summary["trials"], 1)
+    lines.append(f"  time {seconds['total']:.1f} s ({per_trial:.2f} s/trial): search "
+                 f"{seconds['search']:.1f}, measure {seconds['measure']:.1f}, database "
+                 f"{seconds['database']:.1f}")
+    return "\n".join(lines)
+
+
+def _run_with_progress(args: argparse.Namespace, database: Any, job_id: str, total: int,
+                       settings: MeasureSettings, resume: bool = False) -> TuneResult:
+    bar = ProgressBar(total, enabled=not args.json and not args.quiet)
+    try:
+        with _pool(settings, args.ray_address) as pool:
+            if resume:
+                return resume_job(database, job_id, pool, bar, force=args.force)
+            return run_job(database, job_id, pool, bar)
+    finally:
+        bar.close()
+
+
+def _report(args: argparse.Namespace, result: TuneResult) -> int:
+    summary = tune_summary(result, compare_numpy=not args.no_compare)
+    if args.json:
+        _print_json(summary)
+    else:
+        print(format_summary(summary))
+    return 0 if result.status in ("succeeded", "cancelled") else 1
+
+
+def _cmd_tune(args: argparse.Namespace) -> int:
+    workload = workload_from_args(args.op, args.params)
+    try:
+        spec = JobSpec((TaskSpec(workload),), args.target, args.trials,
+                       batch_size=args.batch_size, time_budget_s=args.time_budget,
+                       early_stop=args.early_stop, scheduler=args.scheduler,
+                       policy=args.policy, cost_model=args.cost_model,
+                       reconfirm=args.reconfirm, seed=args.seed)
+    except SpecError as err:
+        raise CLIError(str(err)) from None
+    with _database(args.db) as database:
+        job = submit_job(database, spec)
+        if not args.json and not args.quiet:
+            print(f"job {job.id}: tuning {workload!r} on {spec.target}, {spec.trials} trials "
+                  f"(resume with `tensortune jobs resume {job.id}`)", file=sys.stderr)
+        result = _run_with_progress(args, database, job.id, spec.trials, spec.measure)
+        return _report(args, result)
+
+
+def _cmd_ops(args: argparse.Namespace) -> int:
+    names = ops.list_ops()
+    if args.json:
+        _print_json({name: ops.get_op(name).json_schema() for name in names})
+        return 0
+    for name in names:
+        spec = ops.get_op(name)
+        params = []
+        for p in spec.params:
+            params.append(p.name if p.required else f"{p.name}={_show(p.default)}")
+        print(f"{name:24s} {' '.join(params)}")
+        print(f"{'':24s} {spec.description}")
+    return 0
+
+
+def _show(value: Any) -> str:
+    if isinstance(value, bool):
+        return str(value).lower()
+    if isinstance(value, list | tuple):
+        return ",".join(str(v) for v in value)
+    return str(value)
+
+
+def _cmd_best(args: argparse.Namespace) -> int:
+    workload = workload_from_args(args.op, args.params)
+    try:
+        target = Target.parse(args.target).canonical
+    except ValueError as err:
+        raise CLIError(f"target: {err}") from None
+    with _database(args.db) as database:
+        answer = database.best(workload.key, target, k=1)
+    if not answer.records:
+        raise CLIError(f"no tuning record for {workload!r} (key {workload.key}) on {target}; "
+                       f"tune it with `tensortune tune --op {args.op} ...`")
+    record = answer.records[0]
+    cost = record.median_cost or math.inf
+    payload: dict[str, Any] = {
+        "workload_key": workload.key, "target": target, "latency_s": cost,
+        "gflops": workload.flops / cost / 1e9, "measured_at": record.timestamp,
+        "device_model": record.device_model, "job_id": record.job_id, "steps": record.steps}
+    if args.source:
+        tensors = workload.tensors()
+        s = te.create_schedule(tensors[-workload.num_outputs:])
+        s.replay(record.steps)
+        payload["source"] = build(s, tensors, target=target).source
+    if args.json:
+        _print_json(payload)
+        return 0
+    print(f"{workload!r} on {target}")
+    print(f"  best {cost * 1e3:.4f} ms = {payload['gflops']:.1f} GFLOP/s, measured "
+          f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime(record.timestamp))} on "
+          f"{record.device_model or 'unknown device'} (job {record.job_id})")
+    print("  steps:")
+    for step in record.steps:
+        print(f"    {step}")
+    if args.source:
+        print(payload["source"])
+    return 0
+
+
+# --- jobs -------------------------------------------------------------------------------
+
+
+def _job_line(job: Any) -> str:
+    progress = job.progress
+    done = progress.get("trials", 0)
+    budget = progress.get("trial_budget") or job.spec.get("trials", "?")
+    names = ", ".join(t.get("name", "?").split("(")[0] for t in progress.get("tasks", [])) or \
+        ", ".join(w.get("workload", w).get("op", "dag") for w in job.spec.get("workloads", []))
+    created = time.strftime("%Y-%m-%d %H:%M", time.localtime(job.created_at))
+    return f"{job.id}  {job.status:9s}  {done}/{budget} trials  {created}  {names}"
+
+
+def _cmd_jobs_list(args: argparse.Namespace) -> int:
+    with _database(args.db) as database:
+        jobs = database.list_jobs(status=args.status, limit=args.limit)
+    if args.json:
+        _print_json([_job_json(job) for job in jobs])
+    elif not jobs:
+        print("no jobs")
+    else:
+        for job in jobs:
+            print(_job_line(job))
+    return 0
+
+
+def _job_json(job: Any) -> dict[str, Any]:
+    return {"id": job.id, "status": job.status, "spec": job.spec, "progress": job.progress,
+            "error": job.error, "created_at": job.created_at, "started_at": job.started_at,
+            "finished_at": job.finished_at}
+
+
+def _cmd_jobs_show(args: argparse.Namespace) -> int:
+    with _database(args.db) as database:
+        try:
+            job = database.get_job(args.job_id)
+        except NotFoundError as err:
+            raise CLIError(str(err)) from None
+    if args.json:
+        _print_json(_job_json(job))
+        return 0
+    print(_job_line(job))
+    if job.error:
+        print(f"  error: {job.error}")
+    for task in job.progress.get("tasks", []):
+        best = task.get("best_latency_s")
+        best_text = (f"best {best * 1e3:.4f} ms = {task.get('best_gflops') or 0:.1f} GFLOP/s"
+                     if best is not None else "no valid program yet")
+        print(f"  {task['name']}: {task['state']}, {task['trials']} trials, {best_text}"
+              f"{', errors ' + str(task['errors']) if task.get('errors') else ''}")
+    return 0
+
+
+def _cmd_jobs_resume(args: argparse.Namespace) -> int:
+    with _database(args.db) as database:
+        try:
+            job = database.get_job(args.job_id)
+            spec = JobSpec.from_json(job.spec)
+            result = _run_with_progress(args, database, job.id, spec.trials, spec.measure,
+                                        resume=True)
+        except (NotFoundError, JobStateError, SpecError) as err:
+            raise CLIError(str(err)) from None
+        return _report(args, result)
+
+
+def _cmd_jobs_cancel(args: argparse.Namespace) -> int:
+    with _database(args.db) as database:
+        try:
+            job = cancel_job(database, args.job_id)
+        except (NotFoundError, JobStateError) as err:
+            raise CLIError(str(err)) from None
+    print(f"job {job.id}: {job.status}")
+    return 0
+
+
+# --- argument parsers -------------------------------------------------------------------
+
+
+def _add_run_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", metavar="URL", help=DB_HELP)
+    parser.add_argument("--ray-address", metavar="ADDR",
+                        help="measure on this Ray cluster (host:port, or 'local' to start Ray "
+                             f"here; default: ${RAY_ADDRESS_ENV}, else a local process pool)")
+    parser.add_argument("--json", action="store_true",
+                        help="print a JSON summary at the end instead of text")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--no-compare", action="store_true",
+                        help="do not time the numpy reference for comparison")
+
+
+def _add_workload_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--op", required=True, metavar="NAME",
+                        help="operator name (see `tensortune ops`)")
+    parser.add_argument("-p", dest="params", action="append", type=_param, default=[],
+                        metavar="NAME=VALUE", help="an operator parameter (repeat for each)")
+    parser.add_argument("--target", default="cpu",
+                        help="target string (default: cpu, this machine's CPU)")
+
+
+def _positive(kind: type) -> Any:
+    def parse(text: str) -> Any:
+        try:
+            value = kind(text)
+        except ValueError:
+            value = 0
+        if not value > 0:
+            raise argparse.ArgumentTypeError(f"expected a positive number, got {text!r}")
+        return value
+    return parse
+
+
+def add_tuning_commands(commands: Any) -> None:
+    """Register ``tune``, ``ops``, ``best`` and ``jobs``."""
+    fmt = argparse.RawDescriptionHelpFormatter
+    tune = commands.add_parser(
+        "tune", help="tune an operator on a target", formatter_class=fmt,
+        description="Search for the fastest program of one operator workload on a target,\n"
+                    "measuring every candidate and storing it in the database (as a job that\n"
+                    "can be resumed). Prints the best latency against numpy's.",
+        epilog="examples:\n"
+               "  tensortune tune --op matmul -p M=1024 -p N=1024 -p K=1024 --trials 1000\n"
+               "  tensortune tune --op conv2d_nchw -p N=1 -p C=64 -p H=56 -p W=56 -p K=64 \\\n"
+               "      -p R=3 -p S=3 -p padding=1 --trials 256 --time-budget 600 --json\n"
+               "  tensortune tune --op matmul -p M=256 -p N=256 -p K=256 --policy random")
+    _add_workload_options(tune)
+    tune.add_argument("--trials", type=_positive(int), default=DEFAULT_TRIALS,
+                      help=f"measured candidates in total (default {DEFAULT_TRIALS})")
+    tune.add_argument("--batch-size", type=_positive(int), default=32,
+                      help="candidates per measured batch (default 32)")
+    tune.add_argument("--time-budget", type=_positive(float), metavar="SECONDS",
+                      help="start no new batch after this many seconds "
+                           "(the first batch always runs)")
+    tune.add_argument("--early-stop", type=_positive(int), metavar="N",
+                      help="stop after N trials without improvement")
+    tune.add_argument("--cost-model", choices=COST_MODELS, default="xgb",
+                      help="the model that ranks candidates (default xgb)")
+    tune.add_argument("--policy", choices=tuple(POLICIES), default="sketch",
+                      help="sketch: evolutionary sketch search (default); random: pure "
+                           "random sampling")
+    tune.add_argument("--scheduler", choices=SCHEDULERS, default="gradient",
+                      help="how trials are shared between workloads (default gradient)")
+    tune.add_argument("--reconfirm", type=int, default=3, metavar="K",
+                      help="re-measure the K best programs at the end (default 3)")
+    tune.add_argument("--seed", type=int, default=0, help="random seed of the search")
+    _add_run_options(tune)
+    tune.set_defaults(handler=_cmd_tune)
+
+    ops_cmd = commands.add_parser(
+        "ops", help="list the operators and their parameters", formatter_class=fmt,
+        description="The registered operators, each with its parameters (NAME or\n"
+                    "NAME=DEFAULT), as used by `tune --op NAME -p NAME=VALUE`.",
+        epilog="examples:\n  tensortune ops\n  tensortune ops --json")
+    ops_cmd.add_argument("--json", action="store_true",
+                         help="print each operator's parameters as a JSON schema")
+    ops_cmd.set_defaults(handler=_cmd_ops)
+
+    best = commands.add_parser(
+        "best", help="print the best tuned program of an operator", formatter_class=fmt,
+        description="The fastest recorded program of a workload on a target: latency,\n"
+                    "GFLOP/s, when and where it was measured, its steps (and its source).",
+        epilog="examples:\n  tensortune best --op matmul -p M=1024 -p N=1024 -p K=1024\n"
+               "  tensortune best --op matmul -p M=64 -p N=64 -p K=64 --source --json")
+    _add_workload_options(best)
+    best.add_argument("--source", action="store_true", help="also print the generated source")
+    best.add_argument("--json", action="store_true", help="print the answer as JSON")
+    best.add_argument("--db", metavar="URL", help=DB_HELP)
+    best.set_defaults(handler=_cmd_best)
+
+    jobs = commands.add_parser(
+        "jobs", help="list, show, resume or cancel tuning jobs", formatter_class=fmt,
+        description="Tuning jobs stored in the database.",
+        epilog="examples:\n  tensortune jobs list --status running\n"
+               "  tensortune jobs show 3f2a...\n  tensortune jobs resume 3f2a...\n"
+               "  tensortune jobs cancel 3f2a...")
+    sub = jobs.add_subparsers(title="actions", dest="action", metavar="ACTION")
+    sub.required = True
+    listing = sub.add_parser("list", help="the newest jobs first")
+    listing.add_argument("--status", choices=("queued", "running", "succeeded", "failed",
+                                              "cancelled"))
+    listing.add_argument("--limit", type=_positive(int), default=50)
+    listing.add_argument("--json", action="store_true")
+    listing.add_argument("--db", metavar="URL", help=DB_HELP)
+    listing.set_defaults(handler=_cmd_jobs_list)
+    show = sub.add_parser("show", help="a job's status and per-workload progress")
+    show.add_argument("job_id")
+    show.add_argument("--json", action="store_true")
+    show.add_argument("--db", metavar="URL", help=DB_HELP)
+    show.set_defaults(handler=_cmd_jobs_show)
+    resume = sub.add_parser("resume", help="run a stopped job on from its records")
+    resume.add_argument("job_id")
+    resume.add_argument("--force", action="store_true",
+                        help="resume a job marked running that reported progress in the "
+                             "last minute from a process this machine cannot check (another "
+                             "host): that process must really be gone")
+    _add_run_options(resume)
+    resume.set_defaults(handler=_cmd_jobs_resume)
+    cancel = sub.add_parser("cancel", help="stop a job at its next batch, keeping its records")
+    cancel.add_argument("job_id")
+    cancel.add_argument("--db", metavar="URL", help=DB_HELP)
+    cancel.set_defaults(handler=_cmd_jobs_cancel)
+

@@ -1,0 +1,146 @@
+"""The state of a tuning job as it runs: per task (workload) its trials, best program, error
+counts and best-so-far curve; per job the split of wall time. Stored as the job's progress
+JSON after every batch, returned as the result of ``tune()``, streamed to API clients.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from schedule import Workload
+
+#: A task's state: waiting for its first batch, being tuned, stopped (budget, time or early
+#: stop), or finished without a single valid candidate (see its error counts).
+TASK_STATES = ("pending", "tuning", "done", "no_valid_candidate")
+
+
+@dataclass
+class BestSchedule:
+    """The best program known for a workload on a target."""
+
+    workload_key: str
+    steps: list[list[Any]]
+    latency_s: float
+    gflops: float | None
+    confirmed: bool = False
+
+    def to_json(self) -> dict[str, Any]:
+        return {"workload_key": self.workload_key, "steps": self.steps,
+                "latency_s": self.latency_s, "gflops": self.gflops, "confirmed": self.confirmed}
+
+
+@dataclass
+class TaskProgress:
+    """One task of a job."""
+
+    workload: Workload
+    key: str
+    weight: float
+    flops: float
+    state: str = "pending"
+    trials: int = 0
+    errors: Counter[str] = field(default_factory=Counter)
+    best_cost: float = math.inf
+    best_steps: list[list[Any]] | None = None
+    confirmed: bool = False
+    since_improvement: int = 0
+    curve: list[tuple[int, float]] = field(default_factory=list)  # (trials, best latency)
+
+    def observe(self, steps: list[list[Any]], cost: float | None, error_kind: str) -> None:
+        """Count one measured candidate (``cost`` None when it failed)."""
+        self.trials += 1
+        self.errors[error_kind] += 1
+        if cost is not None and cost < self.best_cost:
+            self.best_cost, self.best_steps, self.confirmed = cost, steps, False
+            self.since_improvement = 0
+        else:
+            self.since_improvement += 1
+
+    def gflops(self, cost: float | None = None) -> float | None:
+        cost = self.best_cost if cost is None else cost
+        return self.flops / cost / 1e9 if math.isfinite(cost) and self.flops else None
+
+    @property
+    def best(self) -> BestSchedule | None:
+        if self.best_steps is None:
+            return None
+        return BestSchedule(self.key, self.best_steps, self.best_cost, self.gflops(),
+                            self.confirmed)
+
+    def to_json(self) -> dict[str, Any]:
+        finite = math.isfinite(self.best_cost)
+        return {
+            "workload_key": self.key, "workload": self.workload.to_json(),
+            "name": repr(self.workload), "weight": self.weight, "flops": self.flops,
+            "state": self.state, "trials": self.trials,
+            "errors": {kind: n for kind, n in sorted(self.errors.items()) if kind != "none"},
+            "valid": self.errors.get("none", 0),
+            "best_latency_s": self.best_cost if finite else None,
+            "best_gflops": self.gflops(), "confirmed": self.confirmed,
+            "curve": [[t, c if math.isfinite(c) else None] for t, c in self.curve],
+        }
+
+
+@dataclass
+class TimeSplit:
+    """Where a job's wall time went (seconds). ``build`` and ``run`` add up the workers'
+    per-candidate times (builds run in parallel); ``measure`` is the wall time waiting for
+    the pool."""
+
+    search: float = 0.0
+    measure: float = 0.0
+    build: float = 0.0
+    run: float = 0.0
+    database: float = 0.0
+    total: float = 0.0
+
+    def to_json(self) -> dict[str, float]:
+        return {name: round(getattr(self, name), 3) for name in self.__dataclass_fields__}
+
+    @classmethod
+    def from_json(cls, doc: Any) -> TimeSplit:
+        if not isinstance(doc, dict):
+            return cls()
+        return cls(**{k: float(v) for k, v in doc.items() if k in cls.__dataclass_fields__})
+
+
+@dataclass
+class TuneResult:
+    """What ``tune()`` returns: the job, its final status and every task's outcome."""
+
+    job_id: str
+    target: str
+    status: str
+    tasks: list[TaskProgress]
+    seconds: TimeSplit
+    error: str = ""
+
+    @property
+    def trials(self) -> int:
+        return sum(t.trials for t in self.tasks)
+
+    def task(self, workload: Workload | str) -> TaskProgress:
+        key = workload if isinstance(workload, str) else workload.key
+        for task in self.tasks:
+            if task.key == key:
+                return task
+        raise KeyError(f"workload {key} is not part of job {self.job_id}")
+
+    def best(self, workload: Workload | str) -> BestSchedule | None:
+        """The best program found for ``workload`` (None if no candidate was valid)."""
+        return self.task(workload).best
+
+    def errors(self) -> dict[str, int]:
+        total: Counter[str] = Counter()
+        for task in self.tasks:
+            total.update({k: v for k, v in task.errors.items() if k != "none"})
+        return dict(sorted(total.items()))
+
+    def to_json(self) -> dict[str, Any]:
+        return {"job_id": self.job_id, "target": self.target, "status": self.status,
+                "error": self.error, "trials": self.trials, "errors": self.errors(),
+                "seconds": self.seconds.to_json(),
+                "tasks": [task.to_json() for task in self.tasks]}

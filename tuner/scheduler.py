@@ -1,0 +1,89 @@
+"""The task scheduler: which task of a job gets the next batch of trials.
+
+A job tunes several tasks (workloads) against one objective, the weighted sum of their best
+latencies (a weight is how often the workload runs in the model). Like Ansor's task
+scheduler, ``gradient`` gives the next batch to the task where one more batch is expected to
+reduce that sum the most, estimated from the task's own recent progress (backward) and an
+optimistic guess that its latency can still drop in proportion to the trials spent so far
+(forward). Every task first gets one batch, and a small share of choices is random so no
+task starves on a bad estimate. ``round-robin`` simply cycles.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass, field
+
+SCHEDULERS = ("gradient", "round-robin")
+
+
+@dataclass
+class TaskHistory:
+    """What the scheduler knows of one task."""
+
+    weight: float
+    trials: int = 0
+    rounds: int = 0
+    best_after_round: list[float] = field(default_factory=list)  # best latency, per round
+    active: bool = True
+
+    @property
+    def best(self) -> float:
+        return self.best_after_round[-1] if self.best_after_round else math.inf
+
+
+class TaskScheduler:
+    """Chooses the task of each round; ``record`` tells it how a round went."""
+
+    def __init__(self, weights: list[float], strategy: str = "gradient", *,
+                 window: int = 3, alpha: float = 0.2, eps: float = 0.05, seed: int = 0):
+        if strategy not in SCHEDULERS:
+            raise ValueError(f"unknown scheduler {strategy!r}; one of {', '.join(SCHEDULERS)}")
+        self.strategy = strategy
+        self.tasks = [TaskHistory(float(w)) for w in weights]
+        self.window, self.alpha, self.eps = window, alpha, eps
+        self._rng = random.Random(seed)
+        self._next = 0
+
+    def record(self, task: int, trials: int, best_latency: float) -> None:
+        history = self.tasks[task]
+        history.trials += trials
+        history.rounds += 1
+        history.best_after_round.append(best_latency)
+
+    def retire(self, task: int) -> None:
+        """No more trials for this task (stopped early, or its space is exhausted)."""
+        self.tasks[task].active = False
+
+    def next_task(self) -> int | None:
+        """The task for the next round, or None when every task is retired."""
+        active = [n for n, t in enumerate(self.tasks) if t.active]
+        if not active:
+            return None
+        if self.strategy == "round-robin":
+            for offset in range(len(self.tasks)):
+                n = (self._next + offset) % len(self.tasks)
+                if self.tasks[n].active:
+                    self._next = n + 1
+                    return n
+        unexplored = [n for n in active if self.tasks[n].rounds == 0]
+        if unexplored:
+            return unexplored[0]
+        if self._rng.random() < self.eps:
+            return self._rng.choice(active)
+        return max(active, key=self.expected_gain)
+
+    def expected_gain(self, task: int) -> float:
+        """Expected reduction of the weighted latency sum from one more round of ``task``."""
+        t = self.tasks[task]
+        if not math.isfinite(t.best):
+            # nothing valid yet: trying again is worth as much as the costliest known task
+            known = [o.weight * o.best for o in self.tasks if math.isfinite(o.best)]
+            return max(known, default=1.0)
+        history = [b for b in t.best_after_round if math.isfinite(b)]
+        back = len(history) - 1 - self.window
+        backward = (history[back] - history[-1]) / self.window if back >= 0 else \
+            (history[0] - history[-1]) / max(len(history) - 1, 1)
+        forward = t.best / max(t.rounds, 1)
+        return t.weight * (self.alpha * backward + (1 - self.alpha) * forward)

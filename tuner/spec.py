@@ -1,0 +1,157 @@
+"""The job specification: what to tune, where, with which budget and search options.
+
+One validated, JSON-serialisable description shared by ``tune()``, the CLI and the REST API,
+and stored with every job so that a job can be resumed in another process. Validation never
+runs user code: workloads are an operator name with parameters or a declarative DAG.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+from schedule import Target, Workload
+from search import COST_MODELS, POLICIES
+from workers import MeasureSettings
+
+from .scheduler import SCHEDULERS
+
+MAX_WORKLOADS = 256
+MAX_TRIALS = 1_000_000
+MAX_BATCH = 1024
+#: Timing while tuning: three repeats of at least 50 ms each (half the workers' default), so
+#: a trial costs little; the best few are measured again at the end (``reconfirm``).
+TUNING_MEASURE = MeasureSettings(repeat=3, min_repeat_ms=50)
+
+
+class SpecError(ValueError):
+    """A job specification that cannot be run; the message names the bad field."""
+
+
+def error_message(err: BaseException) -> str:
+    """An exception's message without KeyError's quoting."""
+    return str(err.args[0]) if isinstance(err, KeyError) and err.args else str(err)
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """One workload of a job and its weight (how often it runs in the model)."""
+
+    workload: Workload
+    weight: float = 1.0
+
+    def to_json(self) -> dict[str, Any]:
+        return {"workload": self.workload.to_json(), "weight": self.weight}
+
+
+@dataclass(frozen=True)
+class JobSpec:
+    """Everything a tuning job needs. ``trials`` is the job's total budget of measured
+    candidates, shared by its workloads through the task scheduler."""
+
+    tasks: tuple[TaskSpec, ...]
+    target: str
+    trials: int
+    batch_size: int = 32
+    time_budget_s: float | None = None
+    early_stop: int | None = None
+    scheduler: str = "gradient"
+    policy: str = "sketch"
+    cost_model: str = "xgb"
+    reconfirm: int = 3
+    seed: int = 0
+    measure: MeasureSettings = field(default_factory=lambda: TUNING_MEASURE)
+
+    def __post_init__(self) -> None:
+        if not self.tasks:
+            raise SpecError("workloads: at least one workload is needed")
+        if len(self.tasks) > MAX_WORKLOADS:
+            raise SpecError(f"workloads: at most {MAX_WORKLOADS} in one job, got {len(self.tasks)}")
+        for n, task in enumerate(self.tasks):
+            if not (isinstance(task.weight, int | float) and math.isfinite(task.weight)
+                    and task.weight > 0):
+                raise SpecError(f"workloads[{n}].weight must be a positive number, "
+                                f"got {task.weight!r}")
+        try:
+            target = Target.parse(self.target)
+        except (TypeError, ValueError) as err:
+            raise SpecError(f"target: {error_message(err)}") from None
+        if target.kind != "cpu":
+            raise SpecError(f"target: no search rules for {target.kind!r} targets yet "
+                            "(only cpu can be tuned)")
+        object.__setattr__(self, "target", target.canonical)
+        _check_int("trials", self.trials, 1, MAX_TRIALS)
+        _check_int("batch_size", self.batch_size, 1, MAX_BATCH)
+        _check_int("reconfirm", self.reconfirm, 0, 64)
+        _check_int("seed", self.seed, 0, 2**31 - 1)
+        if self.early_stop is not None:
+            _check_int("early_stop", self.early_stop, 1, MAX_TRIALS)
+        if self.time_budget_s is not None and not (
+                isinstance(self.time_budget_s, int | float) and not isinstance(
+                    self.time_budget_s, bool) and 0 < self.time_budget_s < math.inf):
+            raise SpecError(f"time_budget_s must be a positive number of seconds, "
+                            f"got {self.time_budget_s!r}")
+        for name, value, choices in (("scheduler", self.scheduler, SCHEDULERS),
+                                     ("policy", self.policy, tuple(POLICIES)),
+                                     ("cost_model", self.cost_model, COST_MODELS)):
+            if value not in choices:
+                raise SpecError(f"{name}: unknown {value!r}; one of {', '.join(choices)}")
+
+    # ------------------------------------------------------------------ JSON
+    def to_json(self) -> dict[str, Any]:
+        doc: dict[str, Any] = {"workloads": [t.to_json() for t in self.tasks]}
+        for f in fields(self):
+            if f.name not in ("tasks", "measure"):
+                doc[f.name] = getattr(self, f.name)
+        doc["measure"] = self.measure.to_json()
+        return doc
+
+    @classmethod
+    def from_json(cls, doc: Any) -> JobSpec:
+        """From a JSON object; ``workloads`` entries are ``{"op": ..., "params": {...}}``,
+        ``{"dag": ..., "name": ...}`` or ``{"workload": <either>, "weight": w}``."""
+        if not isinstance(doc, Mapping):
+            raise SpecError("a job specification must be a JSON object")
+        names = {f.name for f in fields(cls)} - {"tasks"} | {"workloads"}
+        extra = sorted(set(doc) - names)
+        if extra:
+            raise SpecError(f"unexpected field(s) {extra}; accepted: {sorted(names)}")
+        for required in ("workloads", "target", "trials"):
+            if required not in doc:
+                raise SpecError(f"{required}: required")
+        raw = doc["workloads"]
+        if not isinstance(raw, list):
+            raise SpecError("workloads: must be a list")
+        if len(raw) > MAX_WORKLOADS:
+            raise SpecError(f"workloads: at most {MAX_WORKLOADS} in one job, got {len(raw)}")
+        tasks = tuple(_task(n, entry) for n, entry in enumerate(raw))
+        options = {k: v for k, v in doc.items() if k not in ("workloads", "measure")}
+        try:
+            measure = MeasureSettings.from_json(doc.get("measure", {}))
+        except (TypeError, ValueError) as err:
+            raise SpecError(f"measure: {error_message(err)}") from None
+        return cls(tasks=tasks, measure=measure, **options)
+
+
+def _task(n: int, entry: Any) -> TaskSpec:
+    if not isinstance(entry, Mapping):
+        raise SpecError(f"workloads[{n}]: must be an object like "
+                        '{"op": "matmul", "params": {"M": 64, "N": 64, "K": 64}}')
+    weight = 1.0
+    if "workload" in entry:
+        extra = sorted(set(entry) - {"workload", "weight"})
+        if extra:
+            raise SpecError(f"workloads[{n}]: unexpected field(s) {extra}")
+        weight = entry.get("weight", 1.0)
+        entry = entry["workload"]
+    try:
+        return TaskSpec(Workload.from_json(entry), weight)
+    except (TypeError, ValueError) as err:
+        raise SpecError(f"workloads[{n}]: {error_message(err)}") from None
+
+
+def _check_int(name: str, value: Any, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise SpecError(f"{name} must be an integer in {low}..{high}, got {value!r}")
