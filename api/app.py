@@ -1,0 +1,121 @@
+"""The application factory: ``create_app(settings)`` wires the database, the shared
+measurement pool, the job executor, the routers, the error handlers and the middleware."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+from db import (
+    Database,
+    DatabaseError,
+    DatabaseUnavailableError,
+    ImportFileError,
+    JobStateError,
+    NotFoundError,
+    RecordError,
+    SchemaError,
+    WorkloadConflictError,
+)
+from tuner import SharedPool, SpecError, __version__
+
+from .auth import AuthError, TokenCache
+from .events import EventHub
+from .executor import JobExecutor
+from .metrics import Metrics
+from .middleware import BodyLimit, RequestTimer
+from .routers import best, catalog, dashboard, health, jobs, records, tokens
+from .settings import Settings, is_loopback
+from .state import ServiceState
+from .submissions import RateLimited, SubmissionGuard
+
+
+def _pool(settings: Settings) -> SharedPool:
+    if settings.ray_address:
+        import workers
+
+        address = settings.ray_address
+        return SharedPool(lambda measure: workers.RayPool(measure, address=address))
+    return SharedPool()
+
+
+def _error(status: int, detail: Any, **headers: str) -> JSONResponse:
+    return JSONResponse({"detail": detail}, status_code=status, headers=headers or None)
+
+
+def _install_error_handlers(app: FastAPI) -> None:
+    """Expected failures become 4xx (or 503 when the database is down) with a message."""
+
+    @app.exception_handler(AuthError)
+    async def auth_error(_: Request, err: AuthError) -> JSONResponse:
+        headers = {"WWW-Authenticate": "Bearer"} if err.status == 401 else {}
+        return _error(err.status, str(err), **headers)
+
+    @app.exception_handler(RateLimited)
+    async def rate_limited(_: Request, err: RateLimited) -> JSONResponse:
+        return _error(429, str(err), **{"Retry-After": str(max(1, round(err.retry_after)))})
+
+    @app.exception_handler(SpecError)
+    async def spec_error(_: Request, err: SpecError) -> JSONResponse:
+        return _error(422, str(err))
+
+    @app.exception_handler(DatabaseError)
+    async def database_error(_: Request, err: DatabaseError) -> JSONResponse:
+        if isinstance(err, ImportFileError):
+            return JSONResponse({"detail": str(err), "report": err.report.to_dict()},
+                                status_code=422)
+        status = 400
+        for kind, code in ((NotFoundError, 404), (JobStateError, 409),
+                           (WorkloadConflictError, 409), (RecordError, 422),
+                           (DatabaseUnavailableError, 503), (SchemaError, 503)):
+            if isinstance(err, kind):
+                status = code
+                break
+        return _error(status, str(err))
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    """The tensortune REST API and dashboard, configured by ``settings`` (default: from
+    the environment). Jobs start running when the app starts (its lifespan)."""
+    settings = settings or Settings()
+    if not settings.auth and not is_loopback(settings.host):
+        raise ValueError(f"authentication is off: the server may bind to a loopback address "
+                         f"only, not {settings.host!r}")
+    database = Database(settings.db_url)
+    hub = EventHub()
+    metrics = Metrics(database)
+    executor = None
+    if settings.run_jobs:
+        executor = JobExecutor(database, _pool(settings), hub, settings.max_running_jobs,
+                               on_batch=metrics.batch)
+    state = ServiceState(settings, database, hub, executor,
+                         SubmissionGuard(settings.submit_rate_per_minute,
+                                         settings.dedupe_window_s), metrics,
+                         TokenCache(database, settings.token_cache_s))
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if executor is not None:
+            executor.start()
+        try:
+            yield
+        finally:
+            if executor is not None:
+                executor.stop()
+
+    app = FastAPI(title="tensortune", version=__version__, lifespan=lifespan,
+                  description="Auto-scheduling and tuning service for tensor programs: "
+                              "submit tuning jobs, watch them converge, query the best "
+                              "schedules.")
+    app.state.service = state
+    _install_error_handlers(app)
+    for module in (jobs, best, records, catalog, tokens, health, dashboard):
+        app.include_router(module.router)
+    app.add_middleware(BodyLimit, limit=settings.max_body_bytes,
+                       import_limit=settings.max_import_bytes)
+    app.add_middleware(RequestTimer, metrics=metrics)
+    return app

@@ -1,0 +1,187 @@
+"""Request and response bodies of the REST API (pydantic models; they make the OpenAPI
+schema). Job bodies are validated for real by :meth:`tuner.JobSpec.from_json`, whose
+messages name the bad field; the models here describe their shape."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class ErrorBody(BaseModel):
+    detail: Any = Field(description="what was wrong, in words (or a list of field errors)")
+
+
+class JobRequest(BaseModel):
+    """A tuning job: workloads, target and trial budget, plus search options."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={"examples": [{
+            "workloads": [{"op": "matmul", "params": {"M": 512, "N": 512, "K": 512}}],
+            "target": "cpu", "trials": 64}]},
+    )
+
+    workloads: list[dict[str, Any]] = Field(
+        description='{"op": NAME, "params": {...}} (see GET /v1/ops), or '
+                    '{"workload": {...}, "weight": W}')
+    target: str = Field(description='"cpu" (this machine) or a canonical target string')
+    trials: int = Field(description="total measured candidates, shared by the workloads")
+    batch_size: int | None = None
+    time_budget_s: float | None = None
+    early_stop: int | None = Field(None, description="stop a workload after so many trials "
+                                                     "without improvement")
+    scheduler: str | None = Field(None, description="gradient | round-robin")
+    policy: str | None = Field(None, description="sketch | random")
+    cost_model: str | None = Field(None, description="xgb | sklearn | analytic | random")
+    reconfirm: int | None = Field(None, description="best programs measured again at the end")
+    seed: int | None = None
+    measure: dict[str, Any] | None = Field(None, description="measure settings: number, "
+                                           "repeat, min_repeat_ms, timeouts ...")
+
+
+class JobCreated(BaseModel):
+    id: str
+    url: str
+    events_url: str
+    status: str
+    duplicate: bool = Field(False, description="true: an earlier identical submission's job")
+
+
+class TaskView(BaseModel):
+    workload_key: str
+    name: str
+    workload: dict[str, Any]
+    weight: float
+    flops: float
+    state: str
+    trials: int
+    valid: int
+    errors: dict[str, int]
+    best_latency_s: float | None
+    best_gflops: float | None
+    confirmed: bool
+    curve: list[list[float | None]] = Field(
+        description="[trials, best latency in s] points (null: no valid program yet)")
+
+
+class JobView(BaseModel):
+    id: str
+    status: str
+    owner: str | None
+    error: str
+    target: str
+    trials: int
+    trial_budget: int
+    created_at: float
+    updated_at: float
+    started_at: float | None
+    finished_at: float | None
+    url: str
+    events_url: str
+    tasks: list[TaskView]
+    spec: dict[str, Any] | None = None
+
+
+class JobList(BaseModel):
+    jobs: list[JobView]
+    limit: int
+    offset: int
+
+
+class BestEntry(BaseModel):
+    steps: list[Any]
+    latency_s: float
+    gflops: float | None
+    costs: list[float]
+    measured_at: float
+    device_model: str
+    toolchain: str
+    target: str
+    job_id: str | None
+
+
+class BestAnswer(BaseModel):
+    workload_key: str
+    target: str
+    match: str = Field(description="exact | other_toolchain | other_device | same_isa")
+    results: list[BestEntry]
+
+
+class BestBatchRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    workload_keys: list[str] = Field(max_length=4096)
+    target: str
+    k: int = Field(1, ge=1, le=100)
+    fallback: str | None = None
+
+
+class BestBatchAnswer(BaseModel):
+    target: str
+    results: dict[str, BestAnswer]
+    missing: list[str] = Field(description="keys with no error-free record")
+
+
+class RecordPage(BaseModel):
+    total: int
+    limit: int
+    offset: int
+    records: list[dict[str, Any]]
+
+
+class ImportResult(BaseModel):
+    source: str
+    lines: int
+    records: int
+    added: int
+    already_present: int
+    bad_lines: list[dict[str, Any]]
+    unknown_fields: list[str]
+    imported: bool
+
+
+class OpInfo(BaseModel):
+    name: str
+    description: str
+    params_schema: dict[str, Any]
+
+
+class WorkloadSummary(BaseModel):
+    workload_key: str
+    target: str
+    records: int
+    ok_records: int
+    best_latency_s: float | None
+    best_gflops: float | None
+    first_seen: float
+    last_seen: float
+
+
+class TokenRequest(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    role: str = Field(description="reader | submitter | admin")
+    owner: str = Field(min_length=1, max_length=255)
+
+
+class TokenCreated(BaseModel):
+    token: str = Field(description="the secret; shown only this once")
+    id: str
+    role: str
+    owner: str
+
+
+class TokenInfo(BaseModel):
+    id: str
+    role: str
+    owner: str
+    created_at: float
+    revoked_at: float | None
+
+
+class Health(BaseModel):
+    status: str
+    database: str
+    jobs_active: int

@@ -1,0 +1,58 @@
+"""Turning database objects (jobs, records) into the JSON the API returns."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from db import Job, Record
+from schedule import Workload
+
+
+def _pending_tasks(spec: dict[str, Any]) -> list[dict[str, Any]]:
+    """Task entries of a job that has no progress yet, from its spec."""
+    tasks: dict[str, dict[str, Any]] = {}
+    for entry in spec.get("workloads", []):
+        workload = Workload.from_json(entry["workload"])
+        key = workload.key
+        if key in tasks:
+            tasks[key]["weight"] += entry.get("weight", 1.0)
+            continue
+        tasks[key] = {
+            "workload_key": key, "name": repr(workload), "workload": workload.to_json(),
+            "weight": entry.get("weight", 1.0), "flops": workload.flops, "state": "pending",
+            "trials": 0, "valid": 0, "errors": {}, "best_latency_s": None, "best_gflops": None,
+            "confirmed": False, "curve": [],
+        }
+    return list(tasks.values())
+
+
+def job_view(job: Job, *, with_spec: bool = False, with_curves: bool = True) -> dict[str, Any]:
+    """A job as ``schemas.JobView``."""
+    progress = job.progress
+    tasks = progress.get("tasks") or _pending_tasks(job.spec)
+    if not with_curves:
+        tasks = [{**task, "curve": []} for task in tasks]
+    view: dict[str, Any] = {
+        "id": job.id, "status": job.status, "owner": job.owner, "error": job.error,
+        "target": job.spec.get("target", ""), "trials": progress.get("trials", 0),
+        "trial_budget": job.spec.get("trials", 0), "created_at": job.created_at,
+        "updated_at": job.updated_at, "started_at": job.started_at,
+        "finished_at": job.finished_at, "url": f"/v1/jobs/{job.id}",
+        "events_url": f"/v1/jobs/{job.id}/events", "tasks": tasks,
+    }
+    if with_spec:
+        view["spec"] = job.spec
+    return view
+
+
+def best_entry(record: Record) -> dict[str, Any]:
+    """A record as ``schemas.BestEntry``."""
+    latency = record.median_cost
+    flops = record.flops
+    return {
+        "steps": record.steps, "latency_s": latency,
+        "gflops": flops / latency / 1e9 if flops and latency else None,
+        "costs": list(record.costs), "measured_at": record.timestamp,
+        "device_model": record.device_model, "toolchain": record.toolchain,
+        "target": record.target, "job_id": record.job_id,
+    }

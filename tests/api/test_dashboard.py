@@ -1,0 +1,61 @@
+"""The dashboard in headless Chromium (Debian's ``chromium``, installed by .ci/run): the
+page lists the jobs and draws the selected job's best-so-far curve; a screenshot shows the
+curve's pixels in the chart area."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from PIL import Image
+
+from .conftest import Server
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None, reason="no Chromium on this machine (.ci/run installs Debian's chromium)")
+CURVE_RGB = (0x1F, 0x77, 0xB4)  # CURVE_COLOR in api/static/dashboard.js
+WIDTH, HEIGHT = 1400, 900
+JOBS_PANEL_WIDTH = 480  # the job list is at the left; the charts are right of it
+
+
+def chromium(profile: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic",
+               "--no-first-run", "--disable-background-networking",
+               "--disable-component-update", "--disable-sync", f"--user-data-dir={profile}",
+               f"--window-size={WIDTH},{HEIGHT}", "--virtual-time-budget=6000", *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=120)
+
+
+def _page(server: Server, job_id: str) -> str:
+    return f"{server.url}/?job={job_id}#token={server.tokens['reader']}"
+
+
+def test_dashboard_lists_jobs_and_draws_the_curve(server: Server, finished_job: dict,
+                                                  tmp_path: Path) -> None:
+    job_id = finished_job["created"]["id"]
+    dom = chromium(tmp_path / "profile-dom", "--dump-dom", _page(server, job_id)).stdout
+    assert 'data-ready="1"' in dom and 'data-job-status="succeeded"' in dom
+    assert job_id[:8] in dom  # the job list
+    [points] = re.findall(r'<polyline points="([^"]+)"[^>]*class="curve"', dom)
+    assert len(points.split()) >= 3  # a step curve through the batches and reconfirmation
+
+
+def test_screenshot_shows_the_curve_in_the_chart(server: Server, finished_job: dict,
+                                                 tmp_path: Path) -> None:
+    shot = tmp_path / "dashboard.png"
+    done = chromium(tmp_path / "profile-shot", f"--screenshot={shot}",
+                    _page(server, finished_job["created"]["id"]))
+    assert shot.exists(), done.stderr[-2000:]
+    image = Image.open(shot).convert("RGB")
+    assert image.size == (WIDTH, HEIGHT)
+    curve = [(x, y) for x in range(image.width) for y in range(image.height)
+             if all(abs(a - b) <= 12 for a, b in zip(image.getpixel((x, y)), CURVE_RGB,
+                                                     strict=True))]
+    assert len(curve) > 300, "no curve drawn"
+    assert all(x > JOBS_PANEL_WIDTH for x, _ in curve)
+    xs = [x for x, _ in curve]
+    assert max(xs) - min(xs) > 200  # it spans the chart, not a dot
