@@ -1,4 +1,5 @@
-"""The README's Python examples run as written."""
+"""The README's Python examples (its ```python blocks; ```py marks ones too long to run
+in the suite) run as written."""
 
 import re
 from pathlib import Path
