@@ -14,6 +14,7 @@ import math
 from . import dtype as dt
 from .arith import const_bounds
 from .expr import Binary, Call, Cast, Compare, Const, Expr, Load, Logic, Not, Select, Var
+from .hoist import hoist_accumulators
 from .loop_ir import Allocate, Buffer, For, IfThenElse, LoweredFunc, Seq, Stmt, Store
 from .schedule import ScheduleError
 from .vectorize import (
@@ -381,6 +382,7 @@ class CCodegen:
     # ------------------------------------------------------------------ function
     def generate(self) -> str:
         body = vectorize(flatten(self.func.body), self.vector_bytes)
+        body = hoist_accumulators(body, in_registers=promote_registers(body))
         self.promoted = promote_registers(body)
         params = []
         for buf in self.func.args:

@@ -34,6 +34,7 @@ from .expr import (
     walk,
 )
 from .loop_ir import Allocate, Buffer, For, IfThenElse, Seq, Stmt, Store, seq
+from .partition import partition_loop
 
 
 class VLoad(Expr):
@@ -168,10 +169,14 @@ def vectorize(s: Stmt, vector_bytes: int) -> Stmt:
         return s
     if s.kind != For.VECTORIZED:
         return For(s.var, s.extent, s.kind, vectorize(s.body, vector_bytes), s.pragmas)
+    return seq(*(_vectorize_or_keep(piece, vector_bytes) for piece in partition_loop(s)))
+
+
+def _vectorize_or_keep(loop: For, vector_bytes: int) -> Stmt:
     try:
-        return _vectorize_loop(s, vector_bytes)
+        return _vectorize_loop(loop, vector_bytes)
     except CannotVectorize:
-        return For(s.var, s.extent, For.SERIAL, s.body, {**s.pragmas, "simd": 1})
+        return For(loop.var, loop.extent, For.SERIAL, loop.body, {**loop.pragmas, "simd": 1})
 
 
 def _chunks(extent: int, lanes: int) -> list[tuple[int, int]]:

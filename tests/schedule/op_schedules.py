@@ -256,13 +256,7 @@ def compute_pad_at(s: Schedule, stage: Stage, axis: IterVar, unit_dims: int) -> 
     """Compute the ``pad`` stage of a window op (if any) at ``stage.axis`` instead of
     inlining it (inlined into a loop vectorized along the width, its select would depend on
     the lane and keep the whole loop scalar). The first ``unit_dims`` axes have extent 1
-    at ``axis`` and are unrolled away.
-
-    The padded rows themselves are left to scalar code: vectorized in unrolled chunks, the
-    chunks away from the row ends would select between a vector load and the pad value by
-    the *row* condition, and such a vector select currently evaluates its load even for
-    the rows that are padding (an out-of-bounds read; see
-    ``test_vectorized_select_loads_only_the_chosen_side``)."""
+    at ``axis`` and are unrolled away."""
     pad = _pad_stage(s)
     if pad is None:
         return

@@ -1,0 +1,158 @@
+"""The code generator's loop passes: partitioning a vectorized loop at its conditions
+(padding becomes vector code) and hoisting loop-invariant accumulators into registers.
+Every program is checked against numpy; the source is checked for the rewrite."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from schedule import Workload, build, ops, te
+from schedule.expr import Compare, Const, Select, Var
+from schedule.loop_ir import Buffer, For, Store
+from schedule.partition import MAX_PIECES, partition_loop
+
+RNG = np.random.default_rng(7)
+
+
+def _run(wl: Workload, tensors: list, s: te.Schedule) -> str:
+    mod = build(s, tensors)
+    inputs = [RNG.standard_normal(t.shape).astype("float32") for t in tensors[:-1]]
+    (expected,) = wl.reference(inputs)
+    out = np.zeros_like(expected)
+    mod(*inputs, out)
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
+    return mod.source
+
+
+# ---------------------------------------------------------------------------- partitioning
+
+
+def _padding_loop(extent: int, lo: int, hi: int) -> For:
+    """``out[x] = lo <= x < hi ? data[x - lo] : 0`` for x in 0..extent."""
+    x = Var("x")
+    data, out = Buffer("data", (extent,), "float32"), Buffer("out", (extent,), "float32")
+    inside = (Compare(">=", x, Const(lo, "int32"), "bool")
+              & Compare("<", x, Const(hi, "int32"), "bool"))
+    value = Select(inside, data.load([x - lo]), Const(0.0, "float32"))
+    return For(x, extent, For.VECTORIZED, Store(out, (x,), value))
+
+
+def test_a_padding_loop_is_cut_where_its_condition_changes():
+    pieces = partition_loop(_padding_loop(58, 1, 57))
+    assert [int(p.extent.value) for p in pieces] == [1, 56, 1]
+    edge, middle, _ = pieces
+    assert isinstance(edge.body, Store) and isinstance(edge.body.value, Const)
+    assert not isinstance(middle.body.value, Select)  # a plain copy
+
+
+def test_a_loop_without_conditions_on_its_variable_stays_whole():
+    x, y = Var("x"), Var("y")
+    buf = Buffer("b", (8,), "float32")
+    body = Store(buf, (x,), Select(Compare("<", y, Const(3, "int32"), "bool"),
+                                   Const(1.0, "float32"), Const(0.0, "float32")))
+    loop = For(x, 8, For.VECTORIZED, body)
+    assert partition_loop(loop) == [loop]
+
+
+def test_a_loop_with_too_many_cuts_stays_whole():
+    x = Var("x")
+    buf = Buffer("b", (64,), "float32")
+    cond = Compare("<", x, Const(1, "int32"), "bool")
+    for point in range(2, 2 * MAX_PIECES, 2):
+        cond = cond | Compare("==", x, Const(point, "int32"), "bool")
+    loop = For(x, 64, For.VECTORIZED,
+               Store(buf, (x,), Select(cond, Const(1.0, "float32"), Const(0.0, "float32"))))
+    assert partition_loop(loop) == [loop]
+
+
+@pytest.mark.parametrize("width", [5, 40, 56])
+def test_a_vectorized_padding_stage_loads_vectors_and_matches_numpy(width):
+    x = te.placeholder((2, 3, width), name="x")
+    out = ops.pad(x, [0, 1, 1], [0, 1, 1])
+    s = te.create_schedule(out)
+    s[out].vectorize(s[out].op.axis[-1])
+    mod = build(s, [x, out])
+    data = RNG.standard_normal((2, 3, width)).astype("float32")
+    result = np.full((2, 5, width + 2), np.nan, np.float32)
+    mod(data, result)
+    np.testing.assert_array_equal(result, np.pad(data, [(0, 0), (1, 1), (1, 1)]))
+    if width >= 16:
+        assert "tt_load_float32x16(&x[" in mod.source
+
+
+def test_the_conv_padding_computed_in_the_tile_is_vector_code():
+    wl = Workload.op("conv2d_nchw", N=1, C=4, H=10, W=34, K=4, R=3, S=3, padding=1)
+    tensors = wl.tensors()
+    s = te.create_schedule(tensors[-1:])
+    out = s[tensors[-1]]
+    pad = next(st for st in s.stages if st.name == "pad")
+    n, k, oh, ow = out.op.axis
+    pad.compute_at(out, oh)
+    pad.vectorize(pad.op.axis[-1])
+    source = _run(wl, tensors, s)
+    assert "tt_load_float32x16(&data[" in source
+
+
+# ---------------------------------------------------------------------------- hoisting
+
+
+def _conv_tile_schedule(tensors: list, k_tile: int, vectorize: bool) -> te.Schedule:
+    """An accumulator tile of ``k_tile`` channels x one output row, the whole (C, R, S)
+    reduction outside the tile (the loops the accumulators are invariant in)."""
+    out_tensor = tensors[-1]
+    s = te.create_schedule([out_tensor])
+    local = s.cache_write(out_tensor, "local")
+    n, k, oh, ow = s[out_tensor].op.axis
+    ko, ki = s[out_tensor].split(k, factor=k_tile)
+    s[out_tensor].reorder(n, ko, oh, ki, ow)
+    s[local].compute_at(s[out_tensor], oh)
+    cn, ck, coh, cow = s[local].op.axis
+    rc, ry, rx = s[local].op.reduce_axis
+    s[local].reorder(cn, coh, rc, ry, rx, ck, cow)
+    s[local].unroll(ck)
+    if vectorize:
+        s[local].vectorize(cow)
+    return s
+
+
+@pytest.mark.parametrize("width", [20, 56])
+def test_conv_accumulators_live_in_registers_across_the_reduction(width):
+    wl = Workload.op("conv2d_nchw", N=1, C=6, H=5, W=width, K=8, R=3, S=3, padding=1)
+    tensors = wl.tensors()
+    source = _run(wl, tensors, _conv_tile_schedule(tensors, k_tile=4, vectorize=True))
+    assert "conv_local_acc0_r0" in source
+    loop = source.index("for (int32_t rc = 0")
+    assert "conv_local[" not in source[loop:source.index("}", loop)]
+
+
+def test_scalar_accumulators_are_hoisted_too():
+    wl = Workload.op("conv2d_nchw", N=1, C=3, H=4, W=3, K=4, R=3, S=3, padding=1)
+    tensors = wl.tensors()
+    s = te.create_schedule(tensors[-1:])
+    local = s.cache_write(tensors[-1], "local")
+    s[local].compute_at(s[tensors[-1]], s[tensors[-1]].op.axis[2])
+    cn, ck, coh, cow = s[local].op.axis
+    rc, ry, rx = s[local].op.reduce_axis
+    cko, cki = s[local].split(ck, factor=2)  # the tile's base moves with cko
+    s[local].reorder(cn, coh, cko, rc, ry, rx, cki, cow)
+    s[local].unroll(cki)
+    s[local].unroll(cow)
+    source = _run(wl, tensors, s)
+    assert "conv_local_acc0_r0" in source and "tt_float32x" not in source.split("tt_main")[1]
+
+
+def test_accumulators_under_a_guard_stay_in_memory_and_are_correct():
+    wl = Workload.op("matmul", M=7, N=10, K=9)
+    tensors = wl.tensors()
+    out_tensor = tensors[-1]
+    s = te.create_schedule([out_tensor])
+    local = s.cache_write(out_tensor, "local")
+    i, j = s[out_tensor].op.axis
+    jo, ji = s[out_tensor].split(j, factor=4)  # 10 = 4 + 4 + 2: a guarded tail
+    s[local].compute_at(s[out_tensor], jo)
+    ci, cj = s[local].op.axis
+    (kk,) = s[local].op.reduce_axis
+    s[local].reorder(ci, kk, cj)
+    source = _run(wl, tensors, s)
+    assert "_acc0" not in source
