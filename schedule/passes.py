@@ -175,14 +175,16 @@ def _all_iterations(cond: Expr, fixed: set[Var], ranges: arith.Ranges) -> Expr |
 
 
 def partition_guards(s: Stmt, fixed: set[Var] | None = None,
-                     ranges: arith.Ranges | None = None, done: set[int] | None = None) -> Stmt:
+                     ranges: arith.Ranges | None = None,
+                     done: dict[int, IfThenElse] | None = None) -> Stmt:
     """Version loops whose body has guards (from non-dividing splits or regions reaching past a
     tensor's edge): inside the outermost loop a guard depends on, ``if (the guard holds for all
     inner iterations) { body without it } else { body }``. The common full tiles then run
     without per-element checks, so they vectorize and keep register tiles."""
     fixed = set() if fixed is None else fixed
     ranges = {} if ranges is None else ranges
-    done = set() if done is None else done
+    # guards already versioned, by id; holding them keeps their ids from being reused
+    done = {} if done is None else done
     if isinstance(s, Seq):
         return Seq([partition_guards(c, fixed, ranges, done) for c in s.stmts])
     if isinstance(s, Allocate):
@@ -214,14 +216,32 @@ def partition_guards(s: Stmt, fixed: set[Var] | None = None,
             keep.append(c)
         if len(keep) < len(_conjuncts(guard.cond)):
             versioned[id(guard)] = keep
-            done.add(id(guard))
+            done[id(guard)] = guard
     body = s.body
     if conditions:
         fast = clone_allocations(_drop_guards(body, versioned))
         unique = {c.key(): c for c in conditions}
-        body = IfThenElse(all_of(unique.values()), fast, body)
+        full_tile = all_of(unique.values())
+        body = IfThenElse(full_tile, fast,
+                          _edge_tile(body, full_tile, s.var, bounds, inner_ranges))
     body = partition_guards(body, inner_fixed, inner_ranges, done)
     return For(s.var, s.extent, s.kind, body, s.pragmas)
+
+
+def _edge_tile(body: Stmt, full_tile: Expr, var: Var, bounds: tuple[int, int] | None,
+               ranges: arith.Ranges) -> Stmt | None:
+    """The slow version of a versioned loop body, specialised to the one value of ``var``
+    that reaches it when the full-tile test depends on ``var`` alone (the usual case: the
+    last tile of a non-dividing split). Its guards then compare inner loop variables with
+    constants, so the loop that was vectorized is cut at the edge (``partition_loop``)
+    instead of running scalar code."""
+    if bounds is None or bounds[1] > MAX_UNROLL_STEPS or free_vars(full_tile) != {var}:
+        return body
+    edges = [v for v in range(bounds[1])
+             if not arith.simplify(substitute(full_tile, {var: Const(v, var.dtype)})).value]
+    if len(edges) != 1:
+        return body
+    return simplify_stmt(substitute_stmt(body, {var: Const(edges[0], var.dtype)}), ranges)
 
 
 def _guards_in(s: Stmt, ranges: arith.Ranges):

@@ -8,8 +8,10 @@ import numpy as np
 import pytest
 
 from schedule import Workload, build, ops, te
+from schedule.codegen_c import generate_c
 from schedule.expr import Compare, Const, Select, Var
 from schedule.loop_ir import Buffer, For, Store
+from schedule.lower import lower
 from schedule.partition import MAX_PIECES, partition_loop
 
 RNG = np.random.default_rng(7)
@@ -156,3 +158,38 @@ def test_accumulators_under_a_guard_stay_in_memory_and_are_correct():
     s[local].reorder(ci, kk, cj)
     source = _run(wl, tensors, s)
     assert "_acc0" not in source
+
+
+# ---------------------------------------------------------------------------- determinism
+
+
+def _tiled_conv_source(k_tile: int, w_tile: int) -> str:
+    """C source of a conv2d with non-dividing register tiles (versioned edge tiles)."""
+    wl = Workload.op("conv2d_nchw", N=1, C=16, H=8, W=56, K=32, R=3, S=3, padding=1)
+    tensors = wl.tensors()
+    out = tensors[-1]
+    s = te.create_schedule([out])
+    local = s.cache_write(out, "local")
+    n, k, oh, ow = s[out].op.axis
+    ko, ki = s[out].split(k, factor=16)
+    s[out].reorder(n, ko, oh, ki, ow)
+    s[local].compute_at(s[out], oh)
+    cn, ck, coh, cow = s[local].op.axis
+    rc, ry, rx = s[local].op.reduce_axis
+    cko, cki = s[local].split(ck, factor=k_tile)
+    cwo, cwi = s[local].split(cow, factor=w_tile)
+    s[local].reorder(cn, coh, cko, cwo, rc, ry, rx, cki, cwi)
+    s[local].unroll(cki)
+    s[local].vectorize(cwi)
+    pad = next(st for st in s.stages if st.name == "pad")
+    pad.compute_at(s[out], oh)
+    pad.vectorize(pad.op.axis[-1])
+    return generate_c(lower(s, tensors), 64, 2)
+
+
+def test_code_generation_does_not_depend_on_what_was_generated_before():
+    # guards were once tracked by id(): a freed guard's id reused by a new one made the
+    # versioning of a later program depend on the programs generated before it
+    first = _tiled_conv_source(12, 32)
+    _tiled_conv_source(8, 48)
+    assert _tiled_conv_source(12, 32) == first
