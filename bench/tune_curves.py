@@ -7,7 +7,9 @@ against numpy / PyTorch / onnxruntime measured in the same run.
     .venv/bin/python bench/tune_curves.py resnet_conv --trials 1000 --baseline-trials 256
 
 Prints each method's best GFLOP/s at 16/64/256/1000 trials, its final best re-timed in this
-process and as a ratio to each library, the split of the tuning wall time, and writes
+process together with the libraries (every contender timed alike, per call from Python, in
+``--rounds`` interleaved rounds; medians) and as a ratio to each library, the split of the
+tuning wall time, and writes
 ``bench/results/<workload>.png`` (the curves) and ``.json`` (the raw figures).
 PyTorch, onnxruntime and matplotlib are optional (``pip install -e '.[bench]'``).
 """
@@ -19,6 +21,7 @@ import json
 import statistics
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -54,10 +57,9 @@ def best_of(fn, seconds: float = 2.0, rounds: int = 30) -> float:
     return statistics.median(times)
 
 
-def library_baselines(wl: Workload, inputs: list[np.ndarray]) -> dict[str, float]:
-    """Seconds per call of numpy (float32), PyTorch and onnxruntime (where installed)."""
-    out = {"numpy": best_of(lambda: wl.numpy_baseline(inputs))}
-    time.sleep(1)  # let libgomp's spinning threads of the previous contender sleep
+def library_contenders(wl: Workload, inputs: list[np.ndarray]) -> dict[str, Callable[[], object]]:
+    """One call of numpy (float32), PyTorch and onnxruntime (where installed) each."""
+    out: dict[str, Callable[[], object]] = {"numpy": lambda: wl.numpy_baseline(inputs)}
     try:
         import torch
 
@@ -69,9 +71,7 @@ def library_baselines(wl: Workload, inputs: list[np.ndarray]) -> dict[str, float
             p = wl.params
             fn = lambda: torch.nn.functional.conv2d(  # noqa: E731
                 *tensors, stride=p["stride"], padding=p["padding"], dilation=p["dilation"])
-        with torch.no_grad():
-            out["pytorch"] = best_of(fn)
-        time.sleep(1)
+        out["pytorch"] = fn
     except ImportError:
         pass
     try:
@@ -100,15 +100,14 @@ def library_baselines(wl: Workload, inputs: list[np.ndarray]) -> dict[str, float
         sess = ort.InferenceSession(model.SerializeToString(), options,
                                     providers=["CPUExecutionProvider"])
         feed = dict(zip(names, inputs, strict=True))
-        out["onnxruntime"] = best_of(lambda: sess.run(None, feed))
-        time.sleep(1)
+        out["onnxruntime"] = lambda: sess.run(None, feed)
     except ImportError:
         pass
     return out
 
 
-def retime(wl: Workload, steps, inputs: list[np.ndarray]) -> float:
-    """The program of ``steps`` built and timed in this process (checked against numpy)."""
+def built_best(wl: Workload, steps, inputs: list[np.ndarray]) -> Callable[[], object]:
+    """One call of the program of ``steps``, built in this process (checked against numpy)."""
     tensors = wl.tensors()
     s = te.create_schedule(tensors[-wl.num_outputs:])
     s.replay(steps)
@@ -117,9 +116,18 @@ def retime(wl: Workload, steps, inputs: list[np.ndarray]) -> float:
     out = np.zeros_like(expected)
     mod(*inputs, out)
     np.testing.assert_allclose(out, expected, rtol=1e-3, atol=1e-3)
-    costs = mod.time(*inputs, out, number=1, repeat=7, min_repeat_ms=200)
-    time.sleep(1)
-    return statistics.median(costs)
+    return lambda: mod(*inputs, out)
+
+
+def compare(contenders: dict[str, Callable[[], object]], rounds: int) -> dict[str, list[float]]:
+    """Seconds per call of every contender, timed the same way (``best_of``) in ``rounds``
+    interleaved rounds, so that a noisy minute hurts all of them alike."""
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(rounds):
+        for name, fn in contenders.items():
+            times[name].append(best_of(fn))
+            time.sleep(0.5)  # let the spinning threads of a threaded library go to sleep
+    return times
 
 
 def run_method(wl: Workload, policy: str, cost_model: str, trials: int, batch: int,
@@ -177,10 +185,11 @@ def main() -> None:
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--methods", default=",".join(METHODS))
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="interleaved timing rounds of every contender at the end")
     args = parser.parse_args()
     wl = WORKLOADS[args.workload]
     inputs = wl.random_inputs(0)
-    before = library_baselines(wl, inputs)
     runs = {}
     for method in args.methods.split(","):
         policy, cost_model = METHODS[method]
@@ -188,14 +197,21 @@ def main() -> None:
         start = time.perf_counter()
         runs[method] = run_method(wl, policy, cost_model, trials, args.batch, args.seed)
         runs[method]["wall_s"] = time.perf_counter() - start
-        runs[method]["retimed_s"] = retime(wl, runs[method]["best_steps"], inputs)
         print(f"[{method}] done in {runs[method]['wall_s']:.0f} s", flush=True)
-    after = library_baselines(wl, inputs)
-    baselines = {lib: min(before[lib], after[lib]) for lib in before}
+    libraries = library_contenders(wl, inputs)
+    contenders = {**libraries,
+                  **{method: built_best(wl, run["best_steps"], inputs)
+                     for method, run in runs.items()}}
+    times = compare(contenders, args.rounds)
+    timed = {name: statistics.median(t) for name, t in times.items()}
+    baselines = {lib: timed[lib] for lib in libraries}
+    for method, run in runs.items():
+        run["retimed_s"] = timed[method]
+        run["retimed_rounds_s"] = times[method]
     gf = lambda s: wl.flops / s / 1e9  # noqa: E731
     print(f"\n{args.workload}: {wl!r} on {host_cpu_target().canonical} "
           f"({host_cpu_target().model_name})")
-    print("libraries (this run, best of before/after): " + ", ".join(
+    print(f"libraries (this run, median of {args.rounds} interleaved rounds): " + ", ".join(
         f"{lib} {gf(s):.1f} GFLOP/s ({s * 1e3:.3f} ms)" for lib, s in baselines.items()))
     for method, run in runs.items():
         curve = run["curve"]
@@ -213,7 +229,8 @@ def main() -> None:
               f"database {sec['database']:.1f} s; errors {run['errors'] or 'none'}")
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / f"{args.workload}.json").write_text(json.dumps(
-        {"workload": wl.to_json(), "baselines_s": baselines, "runs": runs}, indent=1))
+        {"workload": wl.to_json(), "baselines_s": baselines,
+         "library_rounds_s": {lib: times[lib] for lib in libraries}, "runs": runs}, indent=1))
     if plot(args.workload, wl, runs, baselines, RESULTS / f"{args.workload}.png"):
         print(f"plot: {RESULTS / (args.workload + '.png')}")
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from tuner import __version__
 
-from .cli_common import DB_HELP, CLIError, _database, _json_default, _print_json
+from .cli_common import DB_HELP, CLIError, _database, _json_default, _print_json, command_group
 from .cli_service import add_service_commands
 from .cli_tune import add_tuning_commands
 
@@ -154,15 +154,10 @@ def _add_filter_arguments(parser: argparse.ArgumentParser) -> None:
 def _add_db_commands(commands: Any) -> None:
     """The ``db`` and ``records`` command groups."""
     formatter = argparse.RawDescriptionHelpFormatter
-    db_cmd = commands.add_parser(
-        "db",
-        help="manage the tuning database (schema upgrades)",
+    db_sub = command_group(
+        commands, "db", help="manage the tuning database (schema upgrades)",
         description="Manage the tuning database.",
-        epilog="example:\n  tensortune db upgrade --db postgresql://tuner@dbhost/tuning",
-        formatter_class=formatter,
-    )
-    db_sub = db_cmd.add_subparsers(title="commands", dest="db_command", metavar="COMMAND")
-    db_sub.required = True
+        epilog="example:\n  tensortune db upgrade --db postgresql://tuner@dbhost/tuning")
     upgrade = db_sub.add_parser(
         "upgrade",
         help="bring the database to the current schema without losing a row",
@@ -181,15 +176,10 @@ def _add_db_commands(commands: Any) -> None:
     upgrade.add_argument("--json", action="store_true", help="print the result as JSON")
     upgrade.set_defaults(handler=_cmd_db_upgrade)
 
-    records = commands.add_parser(
-        "records",
-        help="export, import and distill tuning records",
+    rec_sub = command_group(
+        commands, "records", help="export, import and distill tuning records",
         description="Export, import and distill tuning records (format: db/FORMAT.md).",
-        epilog="example:\n  tensortune records export records.jsonl",
-        formatter_class=formatter,
-    )
-    rec_sub = records.add_subparsers(title="commands", dest="records_command", metavar="COMMAND")
-    rec_sub.required = True
+        epilog="example:\n  tensortune records export records.jsonl")
     export = rec_sub.add_parser(
         "export",
         help="write records as JSON lines",

@@ -1,8 +1,9 @@
 """What every ``tensortune`` command shares: the one-line error type, the database
-context, JSON printing."""
+context, JSON printing, command groups."""
 
 from __future__ import annotations
 
+import argparse
 import contextlib
 import json
 from collections.abc import Iterator
@@ -49,3 +50,14 @@ def _print_json(payload: Any) -> None:
     print(json.dumps(payload, indent=2, default=_json_default))
 
 
+
+
+def command_group(commands: Any, name: str, *, help: str, description: str, epilog: str,
+                  title: str = "commands", metavar: str = "COMMAND") -> Any:
+    """Add ``tensortune NAME SUBCOMMAND`` (a sub-command is required); returns the group's
+    sub-parsers. The chosen sub-command is stored as ``args.<name>_command``."""
+    group = commands.add_parser(name, help=help, description=description, epilog=epilog,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = group.add_subparsers(title=title, dest=f"{name}_command", metavar=metavar)
+    sub.required = True
+    return sub

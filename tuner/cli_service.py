@@ -15,7 +15,7 @@ import os
 import sys
 from typing import Any
 
-from .cli_common import DB_HELP, CLIError, _database, _print_json
+from .cli_common import DB_HELP, CLIError, _database, _print_json, command_group
 
 #: The API roles, weakest first (the same as ``api.ROLES``; a token's role is its name).
 ROLES = ("reader", "submitter", "admin")
@@ -109,13 +109,9 @@ def add_service_commands(commands: Any) -> None:
                        choices=("critical", "error", "warning", "info", "debug"))
     serve.set_defaults(handler=_cmd_serve)
 
-    token = commands.add_parser(
-        "token", help="manage API tokens", description="Manage API tokens.",
-        epilog="example:\n  tensortune token create --role submitter --json",
-        formatter_class=formatter,
-    )
-    token_sub = token.add_subparsers(title="commands", dest="token_command", metavar="COMMAND")
-    token_sub.required = True
+    token_sub = command_group(
+        commands, "token", help="manage API tokens", description="Manage API tokens.",
+        epilog="example:\n  tensortune token create --role submitter --json")
     create = token_sub.add_parser(
         "create",
         help="create an API token with a role; prints the secret once",

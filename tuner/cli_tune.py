@@ -21,7 +21,7 @@ from schedule import Target, Workload, build, ops, te
 from search import COST_MODELS, POLICIES
 from workers import RAY_ADDRESS_ENV, LocalPool, MeasureSettings
 
-from .cli_common import DB_HELP, CLIError, _database, _print_json
+from .cli_common import DB_HELP, CLIError, _database, _print_json, command_group
 from .jobs import cancel_job, resume_job, run_job, submit_job
 from .progress import TuneResult
 from .scheduler import SCHEDULERS
@@ -424,14 +424,13 @@ def add_tuning_commands(commands: Any) -> None:
     best.add_argument("--db", metavar="URL", help=DB_HELP)
     best.set_defaults(handler=_cmd_best)
 
-    jobs = commands.add_parser(
-        "jobs", help="list, show, resume or cancel tuning jobs", formatter_class=fmt,
+    sub = command_group(
+        commands, "jobs", help="list, show, resume or cancel tuning jobs",
         description="Tuning jobs stored in the database.",
         epilog="examples:\n  tensortune jobs list --status running\n"
                "  tensortune jobs show 3f2a...\n  tensortune jobs resume 3f2a...\n"
-               "  tensortune jobs cancel 3f2a...")
-    sub = jobs.add_subparsers(title="actions", dest="action", metavar="ACTION")
-    sub.required = True
+               "  tensortune jobs cancel 3f2a...",
+        title="actions", metavar="ACTION")
     listing = sub.add_parser("list", help="the newest jobs first")
     listing.add_argument("--status", choices=("queued", "running", "succeeded", "failed",
                                               "cancelled"))
