@@ -5,6 +5,11 @@ extensions for vector code (types and helpers emitted on demand), OpenMP for
 parallel loops, stack arrays for buffers computed inside loops, aligned heap
 arrays for whole intermediate tensors, and named variables for promoted
 register tiles.
+
+Before printing, the loop IR is flattened and vectorized (a vectorized loop is first cut
+where a condition on its variable changes, ``partition``), then accumulators that stay put
+across a reduction are kept in registers over it (``hoist``), and register tiles are
+promoted to variables.
 """
 
 from __future__ import annotations

@@ -8,8 +8,9 @@ The steps, in order:
    their buffers inside the loop they are attached to, the reduction init before
    the outermost reduction loop, and guards for non-dividing splits and regions
    that reach outside a tensor;
-4. simplify indices, version loops so that full tiles run without edge guards, and
-   unroll (explicit and ``auto_unroll_max_step``).
+4. simplify indices, version loops so that full tiles run without edge guards (the edge
+   version specialised to its single edge tile where there is one), and unroll
+   (explicit and ``auto_unroll_max_step``).
 """
 
 from __future__ import annotations
