@@ -143,13 +143,13 @@ class SketchPolicy:
         try:
             s, args = instantiate(self.task, self.sketches[sketch],
                                   sampler(decisions, space, self.rng))
-            func = lower(s, args, unroll=False)
+            cand = Candidate(sketch, decisions, s.steps)
+            if cand.key not in self._programs:  # evolution often meets a program again
+                self._programs[cand.key] = lower(s, args, unroll=False)
         except (InvalidProgram, ValueError):
             self.stats.invalid += 1
             return None
-        cand = Candidate(sketch, decisions, s.steps)
         self.known.setdefault(cand.key, cand)
-        self._programs.setdefault(cand.key, func)
         return cand
 
     def sample(self) -> Candidate | None:
@@ -250,6 +250,10 @@ class SketchPolicy:
         n_random = min(n, max(0, math.floor(n * p.eps_greedy)))
         ranked = heapq.nlargest(n - n_random, best.values(), key=lambda item: item[0])
         picks = self._fill_randomly([cand for _, cand in ranked], n)
+        # keep the lowered programs only of what was proposed or measured (the cost model
+        # retrains on those); the rest of this round's population is rebuilt if met again
+        self._programs = {key: func for key, func in self._programs.items()
+                          if key in self.measured}
         self.stats.seconds += time.perf_counter() - start
         return picks
 

@@ -32,6 +32,18 @@ def test_propose_never_repeats_a_program_across_rounds():
     assert policy.stats.proposals == 24
 
 
+def test_the_policy_keeps_lowered_programs_only_for_what_it_proposed():
+    # a long search must not hold every program its populations ever contained
+    policy = SketchPolicy(_task(), seed=2, params=SMALL)
+    proposed = 0
+    for _ in range(4):
+        batch = policy.propose(4)
+        proposed += len(batch)
+        policy.update([c.steps for c in batch], [[1e-3] for _ in batch])
+        assert len(policy._programs) <= proposed
+    assert policy.stats.sampled > proposed  # the populations were much larger than that
+
+
 def test_update_accepts_failures_and_programs_it_did_not_build():
     task = _task()
     policy = SketchPolicy(task, seed=2, params=SMALL)
