@@ -20,6 +20,9 @@ from .loop_ir import Allocate, Buffer, For, IfThenElse, Seq, Stmt, Store, seq
 
 # Explicitly unrolled loops larger than this are kept as loops (code size guard).
 MAX_UNROLL_STEPS = 4096
+# A loop's values tried one by one to find its edge tile when its full-tile test is not
+# linear (lowering runs for every candidate the search scores, so this stays small).
+MAX_EDGE_SCAN = 64
 
 
 def _map_exprs(s: Stmt, fn) -> Stmt:
@@ -235,13 +238,36 @@ def _edge_tile(body: Stmt, full_tile: Expr, var: Var, bounds: tuple[int, int] | 
     last tile of a non-dividing split). Its guards then compare inner loop variables with
     constants, so the loop that was vectorized is cut at the edge (``partition_loop``)
     instead of running scalar code."""
-    if bounds is None or bounds[1] > MAX_UNROLL_STEPS or free_vars(full_tile) != {var}:
+    if bounds is None or bounds[1] < 2 or free_vars(full_tile) != {var}:
         return body
-    edges = [v for v in range(bounds[1])
-             if not arith.simplify(substitute(full_tile, {var: Const(v, var.dtype)})).value]
+
+    def holds(value: int) -> bool:
+        return bool(arith.simplify(substitute(full_tile, {var: Const(value, var.dtype)})).value)
+
+    last = bounds[1] - 1
+    if all(_linear_in(c, var) for c in _conjuncts(full_tile)):
+        # the values failing linear comparisons are a prefix or a suffix of the range
+        if holds(0) and not holds(last) and (last == 1 or holds(last - 1)):
+            edges = [last]
+        elif not holds(0) and holds(1) and holds(last):
+            edges = [0]
+        else:
+            return body
+    elif bounds[1] <= MAX_EDGE_SCAN:  # e.g. a fused loop's floormod: try every value
+        edges = [v for v in range(bounds[1]) if not holds(v)]
+    else:
+        return body
     if len(edges) != 1:
         return body
     return simplify_stmt(substitute_stmt(body, {var: Const(edges[0], var.dtype)}), ranges)
+
+
+def _linear_in(cond: Expr, var: Var) -> bool:
+    """``cond`` is an integer comparison whose sides differ by ``a * var + c``."""
+    if not isinstance(cond, Compare) or cond.op not in ("<", "<=", ">", ">="):
+        return False
+    diff = arith.linear(arith.simplify(cond.a - cond.b))
+    return diff is not None and set(diff.terms) == {var.key()}
 
 
 def _guards_in(s: Stmt, ranges: arith.Ranges):
