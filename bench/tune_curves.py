@@ -176,22 +176,38 @@ def plot(name: str, wl: Workload, runs: dict, baselines: dict, path: Path) -> bo
     return True
 
 
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _known_methods(parser: argparse.ArgumentParser, text: str) -> list[str]:
+    methods = text.split(",")
+    unknown = [m for m in methods if m not in METHODS]
+    if unknown:
+        parser.error(f"unknown method(s) {unknown}; choose from {list(METHODS)}")
+    return methods
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("workload", choices=sorted(WORKLOADS))
-    parser.add_argument("--trials", type=int, default=1000, help="for sketch + xgb")
-    parser.add_argument("--baseline-trials", type=int, default=256,
+    parser.add_argument("--trials", type=_positive, default=1000, help="for sketch + xgb")
+    parser.add_argument("--baseline-trials", type=_positive, default=256,
                         help="for the random model and pure random sampling")
-    parser.add_argument("--batch", type=int, default=32)
+    parser.add_argument("--batch", type=_positive, default=32)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--methods", default=",".join(METHODS))
-    parser.add_argument("--rounds", type=int, default=5,
+    parser.add_argument("--methods", default=",".join(METHODS),
+                        type=lambda text: _known_methods(parser, text))
+    parser.add_argument("--rounds", type=_positive, default=5,
                         help="interleaved timing rounds of every contender at the end")
     args = parser.parse_args()
     wl = WORKLOADS[args.workload]
     inputs = wl.random_inputs(0)
     runs = {}
-    for method in args.methods.split(","):
+    for method in args.methods:
         policy, cost_model = METHODS[method]
         trials = args.trials if method == "sketch + xgb" else args.baseline_trials
         start = time.perf_counter()
