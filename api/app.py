@@ -8,6 +8,7 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
 from db import (
@@ -31,16 +32,8 @@ from .middleware import BodyLimit, RequestTimer
 from .routers import best, catalog, dashboard, health, jobs, records, tokens
 from .settings import Settings, is_loopback
 from .state import ServiceState
+from .strict import validation_error
 from .submissions import RateLimited, SubmissionGuard
-
-
-def _pool(settings: Settings) -> SharedPool:
-    if settings.ray_address:
-        import workers
-
-        address = settings.ray_address
-        return SharedPool(lambda measure: workers.RayPool(measure, address=address))
-    return SharedPool()
 
 
 def _error(status: int, detail: Any, **headers: str) -> JSONResponse:
@@ -58,6 +51,8 @@ def _install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(RateLimited)
     async def rate_limited(_: Request, err: RateLimited) -> JSONResponse:
         return _error(429, str(err), **{"Retry-After": str(max(1, round(err.retry_after)))})
+
+    app.add_exception_handler(RequestValidationError, validation_error)  # type: ignore[arg-type]
 
     @app.exception_handler(SpecError)
     async def spec_error(_: Request, err: SpecError) -> JSONResponse:
@@ -90,8 +85,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     metrics = Metrics(database)
     executor = None
     if settings.run_jobs:
-        executor = JobExecutor(database, _pool(settings), hub, settings.max_running_jobs,
-                               on_batch=metrics.batch)
+        executor = JobExecutor(database, SharedPool.for_cluster(settings.ray_address), hub,
+                               settings.max_running_jobs, on_batch=metrics.batch)
     state = ServiceState(settings, database, hub, executor,
                          SubmissionGuard(settings.submit_rate_per_minute,
                                          settings.dedupe_window_s), metrics,

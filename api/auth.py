@@ -2,8 +2,8 @@
 
 Roles are ordered: ``reader`` (queries) < ``submitter`` (also submits jobs and cancels its
 own) < ``admin`` (also imports records, manages tokens, cancels any job). Tokens live in
-the database, hashed (``db.Database.create_token``); a token's role is stored as its
-``name``. With auth off (local use only) every request acts as the admin ``local``.
+the database, hashed (``Database.tokens``, a ``db.TokenStore``); a token's role is stored
+as its ``name``. With auth off (local use only) every request acts as the admin ``local``.
 """
 
 from __future__ import annotations
@@ -47,9 +47,11 @@ def check_role(role: str) -> str:
     return role
 
 
-def create_token(db: Database, role: str, owner: str) -> tuple[str, ApiTokenInfo]:
-    """A new token with ``role`` for ``owner``: (the secret, shown only once; its info)."""
-    return db.create_token(owner, name=check_role(role))
+def create_token(db: Database, role: str, owner: str | None = None
+                 ) -> tuple[str, ApiTokenInfo]:
+    """A new token with ``role``: (the secret, shown only once; its info). Its owner is
+    ``owner`` when an admin grants a shared one, else the token itself."""
+    return db.tokens.create(owner, name=check_role(role))
 
 
 def authenticate(db: Database, authorization: str | None) -> Principal:
@@ -59,7 +61,7 @@ def authenticate(db: Database, authorization: str | None) -> Principal:
     scheme, _, token = authorization.partition(" ")
     if scheme.lower() != "bearer" or not token.strip():
         raise AuthError(401, "the Authorization header must be 'Bearer <token>'")
-    info = db.verify_token(token.strip())
+    info = db.tokens.verify(token.strip())
     if info is None:
         raise AuthError(401, "unknown or revoked token")
     if info.name not in ROLES:

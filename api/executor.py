@@ -38,6 +38,7 @@ class JobExecutor:
         self.workers = workers
         self.on_batch = on_batch
         self._queue: queue.Queue[str] = queue.Queue()
+        self._specs: dict[str, JobSpec] = {}  # specs handed over by submit(): not re-read
         self._threads: list[threading.Thread] = []
         self._mine: set[str] = set()  # queued here or running here
         self._lock = threading.Lock()
@@ -65,7 +66,7 @@ class JobExecutor:
         """Enqueue the queued jobs and the stale running ones not already taken here."""
         taken = []
         try:
-            jobs = self.db.list_jobs(status=("queued", "running"), limit=None)
+            jobs = self.db.jobs.list(status=("queued", "running"), limit=None)
         except DatabaseError:
             log.exception("cannot list jobs to resume")
             return taken
@@ -74,13 +75,16 @@ class JobExecutor:
                 taken.append(job.id)
         return taken
 
-    def submit(self, job_id: str) -> bool:
+    def submit(self, job_id: str, spec: JobSpec | None = None) -> bool:
         """Run ``job_id`` (queued, or stale running) when a thread is free; False if it is
-        already queued or running here."""
+        already queued or running here. ``spec``: the job's specification, when the caller
+        holds it (else it is read from the database)."""
         with self._lock:
             if job_id in self._mine:
                 return False
             self._mine.add(job_id)
+            if spec is not None:
+                self._specs[job_id] = spec
         self._queue.put(job_id)
         return True
 
@@ -94,7 +98,7 @@ class JobExecutor:
     def _watch(self) -> None:
         while not self._stop.wait(WATCHDOG_S):
             try:
-                stale = [j for j in self.db.list_jobs(status="running", limit=None)
+                stale = [j for j in self.db.jobs.list(status="running", limit=None)
                          if is_stale(j)]
             except DatabaseError:
                 log.exception("watchdog cannot list running jobs")
@@ -112,12 +116,16 @@ class JobExecutor:
             finally:
                 with self._lock:
                     self._mine.discard(job_id)
+                    self._specs.pop(job_id, None)
 
     def _run(self, job_id: str) -> None:
         self.hub.open(job_id)
         try:
-            job = self.db.get_job(job_id)
-            pool = self.pool.view(JobSpec.from_json(job.spec).measure)
+            job = self.db.jobs.get(job_id)
+            with self._lock:
+                spec = self._specs.get(job_id)
+            spec = spec if spec is not None else JobSpec.from_json(job.spec)
+            pool = self.pool.view(spec.measure)
 
             def on_event(event: dict) -> None:
                 self.hub.publish(job_id, event)
@@ -125,12 +133,21 @@ class JobExecutor:
                     self.on_batch(int(event.get("batch", 0)))
 
             if job.status == "queued":
-                run_job(self.db, job_id, pool, on_event)
+                run_job(self.db, job_id, pool, on_event, spec=spec)
             elif job.status == "running" and is_stale(job):
-                resume_job(self.db, job_id, pool, on_event)
+                resume_job(self.db, job_id, pool, on_event, spec=spec)
         except JobStateError as err:  # cancelled, or taken by another process meanwhile
             log.info("job %s not run: %s", job_id, err)
-        except (DatabaseError, SpecError):
+        except SpecError as err:  # stored by an older version, no longer valid
+            log.warning("job %s cannot be run: %s", job_id, err)
+            self._fail(job_id, f"its specification is no longer valid: {err}")
+        except DatabaseError:
             log.exception("job %s cannot be run", job_id)
         finally:
             self.hub.close(job_id)
+
+    def _fail(self, job_id: str, reason: str) -> None:
+        try:
+            self.db.jobs.update(job_id, status="failed", error=reason)
+        except (DatabaseError, JobStateError):
+            log.exception("job %s could not be marked failed", job_id)

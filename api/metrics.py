@@ -22,7 +22,7 @@ class _DatabaseCollector(Collector):
     def collect(self) -> Iterator[GaugeMetricFamily]:
         jobs = GaugeMetricFamily("tensortune_jobs", "jobs by status", labels=["status"])
         for status in JOB_STATUSES:
-            jobs.add_metric([status], len(self.db.list_jobs(status=status, limit=None)))
+            jobs.add_metric([status], len(self.db.jobs.list(status=status, limit=None)))
         yield jobs
         yield GaugeMetricFamily("tensortune_trials_measured",
                                 "measurements stored in the database",

@@ -17,7 +17,7 @@ class JobRequest(BaseModel):
     """A tuning job: workloads, target and trial budget, plus search options."""
 
     model_config = ConfigDict(
-        extra="forbid",
+        extra="forbid", strict=True,  # numbers are numbers: no bools, no strings, no 2.0
         json_schema_extra={"examples": [{
             "workloads": [{"op": "matmul", "params": {"M": 512, "N": 512, "K": 512}}],
             "target": "cpu", "trials": 64}]},
@@ -64,6 +64,7 @@ class TaskView(BaseModel):
     confirmed: bool
     curve: list[list[float | None]] = Field(
         description="[trials, best latency in s] points (null: no valid program yet)")
+    error: str = Field("", description="why the task cannot run (state 'invalid')")
 
 
 class JobView(BaseModel):
@@ -110,7 +111,7 @@ class BestAnswer(BaseModel):
 
 
 class BestBatchRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     workload_keys: list[str] = Field(max_length=4096)
     target: str
@@ -160,10 +161,12 @@ class WorkloadSummary(BaseModel):
 
 
 class TokenRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)
 
     role: str = Field(description="reader | submitter | admin")
-    owner: str = Field(min_length=1, max_length=255)
+    owner: str | None = Field(None, min_length=1, max_length=255,
+                              description="a shared owner to grant (tokens of one owner "
+                                          "share their jobs); default: the token itself")
 
 
 class TokenCreated(BaseModel):
@@ -182,6 +185,6 @@ class TokenInfo(BaseModel):
 
 
 class Health(BaseModel):
-    status: str
-    database: str
-    jobs_active: int
+    status: str = Field(description="ok | degraded")
+    database: str = Field(description="ok | down; for admins, why it is down")
+    jobs_active: int | None = Field(description="jobs running in this server (admins only)")

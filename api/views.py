@@ -9,11 +9,21 @@ from schedule import Workload
 
 
 def _pending_tasks(spec: dict[str, Any]) -> list[dict[str, Any]]:
-    """Task entries of a job that has no progress yet, from its spec."""
+    """Task entries of a job that has no progress yet, from its spec (a job stored before
+    its progress held them). A workload this version no longer accepts (e.g. a DAG past
+    today's limits) is shown as an invalid task, never an error of the whole view."""
     tasks: dict[str, dict[str, Any]] = {}
-    for entry in spec.get("workloads", []):
-        workload = Workload.from_json(entry["workload"])
-        key = workload.key
+    for n, entry in enumerate(spec.get("workloads", [])):
+        try:
+            workload = Workload.from_json(entry["workload"])
+            key = workload.key
+        except (ValueError, TypeError, KeyError, RecursionError) as err:
+            tasks[f"invalid-{n}"] = {
+                "workload_key": "", "name": f"invalid workload {n}", "workload": {},
+                "weight": 0.0, "flops": 0.0, "state": "invalid", "trials": 0, "valid": 0,
+                "errors": {}, "best_latency_s": None, "best_gflops": None,
+                "confirmed": False, "curve": [], "error": str(err)[:500]}
+            continue
         if key in tasks:
             tasks[key]["weight"] += entry.get("weight", 1.0)
             continue

@@ -47,7 +47,7 @@ def fill(url: str, records: int, workloads: int) -> str:
         db.add_records(batch)
     print(f"filled {db.count_records():,} records over {workloads:,} workloads in "
           f"{time.perf_counter() - start:.0f} s", flush=True)
-    token, _ = db.create_token("bench", name="reader")
+    token, _ = db.tokens.create("bench", name="reader")
     db.close()
     return token
 

@@ -128,7 +128,7 @@ def run(url: str, label: str, args: argparse.Namespace) -> dict[str, Any]:
     re_added = db.add_records(next(batches(args.batch, args.batch, args.workloads)))
     again_s = time.perf_counter() - again_t
     assert added == args.records and re_added == 0, (added, re_added)
-    with db._write() as conn:  # fresh planner statistics, as autovacuum/ANALYZE would give
+    with db.connector.write() as conn:  # fresh planner statistics, as autovacuum/ANALYZE would give
         conn.exec_driver_sql("ANALYZE")
 
     t_exact = TARGETS[0]

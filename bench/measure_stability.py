@@ -23,7 +23,7 @@ import time
 
 import numpy as np
 
-from schedule import Target, Workload, compile_schedule, te
+from schedule import Target, Workload, compile_schedule, make_schedule, te
 from schedule.examples import schedule_matmul
 from workers import LocalPool, MeasureInput, MeasureSettings
 
@@ -41,8 +41,7 @@ def independent_timers(workload: Workload, steps: list[list], calls: int):
     schedule layer's ``mod(a, b, c)``, and a ctypes binding of our own to the library's
     entry point (no argument checks), each after ``calls // 10`` untimed warm-up calls.
     Returns both timers and the library path."""
-    args = workload.tensors()
-    s = te.create_schedule(args[-1]).replay(steps)
+    s, args = make_schedule(workload, steps)
     mod = compile_schedule(s, args, Target.parse("cpu")).load()
     a, b = workload.random_inputs(0)
     c = np.zeros(args[-1].shape, np.float32)

@@ -15,14 +15,12 @@ import time
 
 import numpy as np
 
-from schedule import Workload, build
-from search.policy import RandomPolicy, SketchPolicy
-from search.task import SearchTask
+from schedule import Workload, build, make_schedule
+from search import RandomPolicy, SearchTask, SketchPolicy
 
 
 def measure(task: SearchTask, steps, inputs, out, expected) -> float:
-    s, args = task.new_schedule()
-    s.replay(steps)
+    s, args = make_schedule(task.workload, steps)
     mod = build(s, args)
     costs = mod.time(*inputs, out, number=3, repeat=3)
     if not np.allclose(out, expected, rtol=1e-3, atol=1e-3):
@@ -39,7 +37,7 @@ def run(name: str, policy, task, trials, batch, inputs, out, expected) -> dict:
         start = time.perf_counter()
         costs = [measure(task, c.steps, inputs, out, expected) for c in cands]
         measuring += time.perf_counter() - start
-        policy.update([c.steps for c in cands], [[c] for c in costs])
+        policy.notify(cands, costs)
         for c in costs:
             best = min(best, c)
             curve.append(best)
@@ -60,7 +58,7 @@ def main() -> None:
     inputs = wl.random_inputs(0)
     (expected,) = wl.reference(inputs)
     out = np.zeros((n, n), "float32")
-    s, tensors = task.new_schedule()
+    s, tensors = make_schedule(wl)
     default = min(build(s, tensors).time(*inputs, out, number=3, repeat=3))
     a, b = inputs
     start = time.perf_counter()

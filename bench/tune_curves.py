@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from db import Database
-from schedule import Workload, build, host_cpu_target, te
+from schedule import Workload, build, host_cpu_target, make_schedule
 from tuner import tune
 
 WORKLOADS = {
@@ -108,9 +108,7 @@ def library_contenders(wl: Workload, inputs: list[np.ndarray]) -> dict[str, Call
 
 def built_best(wl: Workload, steps, inputs: list[np.ndarray]) -> Callable[[], object]:
     """One call of the program of ``steps``, built in this process (checked against numpy)."""
-    tensors = wl.tensors()
-    s = te.create_schedule(tensors[-wl.num_outputs:])
-    s.replay(steps)
+    s, tensors = make_schedule(wl, steps)
     mod = build(s, tensors)
     (expected,) = wl.reference(inputs)
     out = np.zeros_like(expected)

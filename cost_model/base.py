@@ -159,6 +159,31 @@ class CostModel(ABC):
     def load(self, data: bytes) -> None:
         """Restore a snapshot made by ``save`` of the same kind of model."""
 
+    # --- the part of save/load every kind of model shares
+
+    def _pack(self, meta: dict[str, Any], blobs: dict[str, bytes] | None = None,
+              include_data: bool = False) -> bytes:
+        """A snapshot of this kind of model: its own ``meta`` and ``blobs``, plus the feature
+        set, the number of samples and, with ``include_data``, the training data."""
+        meta = {**meta, "feature_set": FEATURE_SET, "samples": self.num_samples}
+        blobs = dict(blobs or {})
+        if include_data:
+            meta["data"], data_blobs = self.data.to_blobs()
+            blobs.update(data_blobs)
+        return snapshot.pack(self.name, meta, blobs)
+
+    def _unpack(self, data: bytes, *, learned: bool = True
+                ) -> tuple[dict[str, Any], dict[str, bytes], TrainingData]:
+        """``(meta, blobs, training data)`` of a snapshot made by ``_pack`` for this kind of
+        model (the training data is empty unless it was saved). The feature set must be this
+        version's when the model was ``learned`` from features, or data was saved."""
+        _, meta, blobs = snapshot.unpack(data, self.name)
+        if learned or "data" in meta:
+            check_snapshot_features(meta)
+        training = (TrainingData.from_blobs(meta["data"], blobs) if "data" in meta
+                    else TrainingData())
+        return meta, blobs, training
+
     def __repr__(self) -> str:
         return f"{type(self).__name__}(samples={self.num_samples})"
 

@@ -13,36 +13,14 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Any
 
 import numpy as np
 
 from . import snapshot
-from .base import (
-    CostModel,
-    TrainingData,
-    check_features,
-    check_snapshot_features,
-    empty_scores,
-)
-from .features import FEATURE_NAMES, FEATURE_SET, inverse_log2p
+from .base import CostModel, check_features, empty_scores
+from .features import FEATURE_NAMES, inverse_log2p
 
 _COL = {name: i for i, name in enumerate(FEATURE_NAMES)}
-
-
-def _pack(model: CostModel, meta: dict[str, Any], include_data: bool) -> bytes:
-    meta = {**meta, "samples": model.num_samples, "feature_set": FEATURE_SET}
-    blobs: dict[str, bytes] = {}
-    if include_data:
-        meta["data"], blobs = model.data.to_blobs()
-    return snapshot.pack(model.name, meta, blobs)
-
-
-def _data(meta: dict[str, Any], blobs: dict[str, bytes]) -> TrainingData:
-    if "data" not in meta:
-        return TrainingData()
-    check_snapshot_features(meta)
-    return TrainingData.from_blobs(meta["data"], blobs)
 
 
 class RandomModel(CostModel):
@@ -63,15 +41,12 @@ class RandomModel(CostModel):
         return np.where(np.isneginf(empty_scores(features)), -np.inf, scores)
 
     def save(self, include_data: bool = False) -> bytes:
-        return _pack(self, {"seed": self.seed}, include_data)
+        return self._pack({"seed": self.seed}, include_data=include_data)
 
     def load(self, data: bytes) -> None:
-        _, meta, blobs = snapshot.unpack(data, self.name)
-        self.data = _data(meta, blobs)
-        try:
+        meta, _, self.data = self._unpack(data, learned=False)
+        with snapshot.reading(self.name):
             self.seed = int(meta.get("seed", 0))
-        except (TypeError, ValueError) as err:
-            raise snapshot.SnapshotError(f"malformed random snapshot: {err}") from None
         self._rng = np.random.default_rng(self.seed)
 
 
@@ -108,12 +83,9 @@ class AnalyticModel(CostModel):
         return analytic_scores(features, self.cores)
 
     def save(self, include_data: bool = False) -> bytes:
-        return _pack(self, {"cores": self.cores}, include_data)
+        return self._pack({"cores": self.cores}, include_data=include_data)
 
     def load(self, data: bytes) -> None:
-        _, meta, blobs = snapshot.unpack(data, self.name)
-        self.data = _data(meta, blobs)
-        try:
+        meta, _, self.data = self._unpack(data, learned=False)
+        with snapshot.reading(self.name):
             self.cores = int(meta.get("cores") or os.cpu_count() or 1)
-        except (TypeError, ValueError) as err:
-            raise snapshot.SnapshotError(f"malformed analytic snapshot: {err}") from None

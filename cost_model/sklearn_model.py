@@ -15,14 +15,8 @@ from typing import Any
 import numpy as np
 
 from . import snapshot
-from .base import (
-    CostModel,
-    TrainingData,
-    check_features,
-    check_snapshot_features,
-    empty_scores,
-)
-from .features import FEATURE_SET, N_PROGRAM_FEATURES, program_features
+from .base import CostModel, check_features, empty_scores
+from .features import N_PROGRAM_FEATURES, program_features
 from .simple_models import analytic_scores
 
 _LOG_FLOOR = -6.0  # failed / very slow programs count as 1/64 of the task's best
@@ -160,24 +154,15 @@ class SklearnModel(CostModel):
         return np.where(np.isneginf(empty_scores(feats)), -np.inf, scores)
 
     def save(self, include_data: bool = False) -> bytes:
-        meta: dict[str, Any] = {"config": self.config, "feature_set": FEATURE_SET,
-                                "samples": self.num_samples}
+        meta: dict[str, Any] = {"config": self.config}
         blobs: dict[str, bytes] = {}
         if self.trees is not None:
             meta["trees"], blobs = self.trees.to_blobs()
-        if include_data:
-            meta["data"], data_blobs = self.data.to_blobs()
-            blobs.update(data_blobs)
-        return snapshot.pack(self.name, meta, blobs)
+        return self._pack(meta, blobs, include_data)
 
     def load(self, data: bytes) -> None:
-        _, meta, blobs = snapshot.unpack(data, self.name)
-        check_snapshot_features(meta)
-        try:
+        meta, blobs, training = self._unpack(data)
+        with snapshot.reading(self.name):
             config = {str(k): v for k, v in dict(meta["config"]).items()}
             trees = _TreeArrays.from_blobs(meta["trees"], blobs) if "trees" in meta else None
-        except (KeyError, TypeError, ValueError) as err:
-            raise snapshot.SnapshotError(f"malformed sklearn snapshot: {err}") from None
-        self.config, self.trees = config, trees
-        self.data = (TrainingData.from_blobs(meta["data"], blobs) if "data" in meta
-                     else TrainingData())
+        self.config, self.trees, self.data = config, trees, training

@@ -10,6 +10,8 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
@@ -50,6 +52,16 @@ def unpack(data: bytes, kind: str | None = None) -> tuple[str, dict[str, Any], d
     except (ValueError, TypeError) as err:
         raise SnapshotError(f"malformed cost-model snapshot blob: {err}") from None
     return str(found), meta, decoded
+
+
+@contextmanager
+def reading(kind: str) -> Iterator[None]:
+    """Around the reading of a snapshot's meta and blobs: a missing key or a value of the
+    wrong type or range raises :class:`SnapshotError` ("malformed ``kind`` snapshot")."""
+    try:
+        yield
+    except (KeyError, TypeError, ValueError) as err:
+        raise SnapshotError(f"malformed {kind} snapshot: {err}") from None
 
 
 def array_to_bytes(a: np.ndarray, dtype: str = "<f4") -> bytes:

@@ -101,53 +101,58 @@ def _extent(e: E.Expr) -> int:
     return int(e.value) if isinstance(e, E.Const) else 1
 
 
-def _steps(s: L.Stmt, memo: dict[int, int | None]) -> int | None:
-    """Statements ``s`` runs when fully unrolled (None with a non-constant extent)."""
-    key = id(s)
-    if key in memo:
-        return memo[key]
-    t = type(s)
-    out: int | None
-    if t is L.Seq:
-        out = 0
-        for child in s.stmts:
-            n = _steps(child, memo)
-            if n is None:
-                out = None
-                break
-            out += n
-    elif t is L.For:
-        n = _steps(s.body, memo)
-        out = None if n is None or not isinstance(s.extent, E.Const) else n * _extent(s.extent)
-    elif t is L.IfThenElse:
-        a = _steps(s.then_body, memo)
-        b = 0 if s.else_body is None else _steps(s.else_body, memo)
-        out = None if a is None or b is None else max(a, b)
-    elif t is L.Allocate:
-        out = _steps(s.body, memo)
-    else:
-        out = 1
-    memo[key] = out
-    return out
+class _SiteCollector(L.StmtVisitor):
+    """The walk of ``collect_sites``: it keeps the enclosing loops, the unrolled loops and
+    the guard conditions of the statement it is at, and files every store under its site.
+    Vector stores (made only by vectorization, just before C printing) are not sites."""
 
+    def __init__(self) -> None:
+        self.pending: dict[tuple, _Pending] = {}
+        self.info = ProgramInfo()
+        self.loops: list[Loop] = []
+        self.unrolled: list[_Unrolled] = []
+        self.conds: list[E.Expr] = []
+        self.allocs: dict[int, tuple[int, int]] = {}
+        self.loop_vars: set[int] = set()
+        self.steps = L.UnrolledSize()
+        self.max_step = 0  # the innermost enclosing ``auto_unroll_max_step`` pragma's bound
 
-def collect_sites(func: L.LoweredFunc) -> tuple[list[StoreSite], ProgramInfo]:
-    """The store sites of ``func`` in program order, and program-level counts.
+    def visit_for(self, s: L.For) -> None:
+        extent = _extent(s.extent)
+        pragma = int(s.pragmas.get("auto_unroll_max_step", 0))
+        outer_max_step = self.max_step
+        self.max_step = max_step = max(outer_max_step, pragma)
+        steps = self.steps.visit(s) if s.kind in (L.For.UNROLLED, L.For.SERIAL) else None
+        unroll = steps is not None and steps <= MAX_UNROLL_STEPS and (
+            s.kind == L.For.UNROLLED or (max_step > 0 and steps <= max_step))
+        if unroll:
+            self.unrolled.append(_Unrolled(id(s.var), extent, len(self.loops)))
+            self.visit(s.body)
+            self.unrolled.pop()
+        else:
+            self.loop_vars.add(id(s.var))
+            self.loops.append(Loop(id(s.var), extent, s.kind, pragma, id(s)))
+            self.visit(s.body)
+            self.loops.pop()
+        self.max_step = outer_max_step
 
-    Both forms of ``lower`` give the same sites: the full form has unrolled loops expanded
-    into copies, the analysis form (``unroll=False``) keeps them as loops -- marked
-    ``unrolled``, or under an ``auto_unroll_max_step`` pragma -- and here each such loop's
-    iterations become copies with the constants they would have."""
-    pending: dict[tuple, _Pending] = {}
-    info = ProgramInfo()
-    loops: list[Loop] = []
-    unrolled: list[_Unrolled] = []
-    conds: list[E.Expr] = []
-    allocs: dict[int, tuple[int, int]] = {}
-    loop_vars: set[int] = set()
-    memo: dict[int, int | None] = {}
+    def visit_if(self, s: L.IfThenElse) -> None:
+        self.conds.append(s.cond)
+        self.visit(s.then_body)
+        self.conds.pop()
+        if s.else_body is not None:
+            self.conds.append(E.Not(s.cond) if s.cond.dtype == "bool" else s.cond)
+            self.visit(s.else_body)
+            self.conds.pop()
 
-    def visit_store(s: L.Store) -> None:
+    def visit_allocate(self, s: L.Allocate) -> None:
+        self.info.allocs += 1
+        self.info.alloc_bytes += s.buffer.nbytes
+        self.allocs[id(s.buffer)] = (s.buffer.nbytes, math.prod(lp.extent for lp in self.loops))
+        self.visit(s.body)
+
+    def visit_store(self, s: L.Store) -> None:
+        loops, unrolled, conds = self.loops, self.unrolled, self.conds
         ops = [0] * N_OPS
         loads: list[E.Load] = []
         count_ops(s.value, ops, loads)
@@ -167,61 +172,34 @@ def collect_sites(func: L.LoweredFunc) -> tuple[list[StoreSite], ProgramInfo]:
             occurrences = [_Occurrence(node_ids, [tuple(k for _, k, _ in dims)
                                                   for _, dims, _ in raw])]
             copy_depth = len(loops)
-        info.stores += len(occurrences)
+        self.info.stores += len(occurrences)
         templates = tuple(
             (id(buf), write, tuple((tuple(sorted(c.items())), cap) for c, _, cap in dims))
             for buf, dims, write in raw)
         key = (id(s.buffer), tuple((lp.var_id, lp.extent, lp.kind) for lp in loops),
                len(conds), templates, tuple(ops[:7]))
-        entry = pending.get(key)
+        entry = self.pending.get(key)
         if entry is None:
             store_dims = [c for c, _, _ in raw[0][1]]
-            pending[key] = _Pending((s.buffer, list(loops), len(conds), ops, raw, store_dims),
-                                    occurrences, copy_depth)
+            self.pending[key] = _Pending((s.buffer, list(loops), len(conds), ops, raw,
+                                          store_dims), occurrences, copy_depth)
         else:
             entry.occurrences.extend(occurrences)
             entry.copy_depth = min(entry.copy_depth, copy_depth)
 
-    def visit(s: L.Stmt, max_step: int) -> None:
-        t = type(s)
-        if t is L.Seq:
-            for child in s.stmts:
-                visit(child, max_step)
-        elif t is L.For:
-            extent = _extent(s.extent)
-            max_step = max(max_step, int(s.pragmas.get("auto_unroll_max_step", 0)))
-            steps = _steps(s, memo) if s.kind in (L.For.UNROLLED, L.For.SERIAL) else None
-            unroll = steps is not None and steps <= MAX_UNROLL_STEPS and (
-                s.kind == L.For.UNROLLED or (max_step > 0 and steps <= max_step))
-            if unroll:
-                unrolled.append(_Unrolled(id(s.var), extent, len(loops)))
-                visit(s.body, max_step)
-                unrolled.pop()
-                return
-            loop_vars.add(id(s.var))
-            loops.append(Loop(id(s.var), extent, s.kind,
-                              int(s.pragmas.get("auto_unroll_max_step", 0)), id(s)))
-            visit(s.body, max_step)
-            loops.pop()
-        elif t is L.Store:
-            visit_store(s)
-        elif t is L.IfThenElse:
-            conds.append(s.cond)
-            visit(s.then_body, max_step)
-            conds.pop()
-            if s.else_body is not None:
-                conds.append(E.Not(s.cond) if s.cond.dtype == "bool" else s.cond)
-                visit(s.else_body, max_step)
-                conds.pop()
-        elif t is L.Allocate:
-            info.allocs += 1
-            info.alloc_bytes += s.buffer.nbytes
-            allocs[id(s.buffer)] = (s.buffer.nbytes, math.prod(lp.extent for lp in loops))
-            visit(s.body, max_step)
 
-    visit(func.body, 0)
-    info.loops = len(loop_vars)
-    return [_finish(p, allocs) for p in pending.values()], info
+def collect_sites(func: L.LoweredFunc) -> tuple[list[StoreSite], ProgramInfo]:
+    """The store sites of ``func`` in program order, and program-level counts.
+
+    Both forms of ``lower`` give the same sites: the full form has unrolled loops expanded
+    into copies, the analysis form (``unroll=False``) keeps them as loops -- marked
+    ``unrolled``, or under an ``auto_unroll_max_step`` pragma -- and here each such loop's
+    iterations become copies with the constants they would have."""
+    collector = _SiteCollector()
+    collector.visit(func.body)
+    info = collector.info
+    info.loops = len(collector.loop_vars)
+    return [_finish(p, collector.allocs) for p in collector.pending.values()], info
 
 
 def _expand_unrolled(raw: list, unrolled: list[_Unrolled], node_ids: tuple[int, ...]

@@ -27,14 +27,8 @@ from typing import Any
 import numpy as np
 
 from . import snapshot
-from .base import (
-    CostModel,
-    TrainingData,
-    check_features,
-    check_snapshot_features,
-    empty_scores,
-)
-from .features import FEATURE_SET, program_features
+from .base import CostModel, check_features, empty_scores
+from .features import program_features
 from .simple_models import analytic_scores
 
 OBJECTIVES = ("pack-rank", "pack-mse", "rank")
@@ -234,20 +228,15 @@ class XGBModel(CostModel):
                   "params": self.params, "nthread": self.nthread,
                   "cold_start": self.cold_start, "prior": self.prior,
                   "min_retrain_growth": self.min_retrain_growth, "cores": self.cores}
-        meta: dict[str, Any] = {"config": config, "feature_set": FEATURE_SET,
-                                "trained_on": self._trained_on, "samples": self.num_samples}
+        meta: dict[str, Any] = {"config": config, "trained_on": self._trained_on}
         blobs: dict[str, bytes] = {}
         if self.booster is not None:
             blobs["booster"] = bytes(self.booster.save_raw("ubj"))
-        if include_data:
-            meta["data"], data_blobs = self.data.to_blobs()
-            blobs.update(data_blobs)
-        return snapshot.pack(self.name, meta, blobs)
+        return self._pack(meta, blobs, include_data)
 
     def load(self, data: bytes) -> None:
-        _, meta, blobs = snapshot.unpack(data, self.name)
-        check_snapshot_features(meta)
-        try:
+        meta, blobs, training = self._unpack(data)
+        with snapshot.reading(self.name):
             config = meta["config"]
             objective = str(config["objective"])
             if objective not in OBJECTIVES:
@@ -261,8 +250,6 @@ class XGBModel(CostModel):
             self.min_retrain_growth = float(config.get("min_retrain_growth", 0.0))
             self.cores = int(config.get("cores") or os.cpu_count() or 1)
             self._trained_on = int(meta.get("trained_on", 0))
-        except (KeyError, TypeError, ValueError) as err:
-            raise snapshot.SnapshotError(f"malformed xgb snapshot: {err}") from None
         self.booster = None
         if "booster" in blobs:
             xgb = _xgb()
@@ -273,5 +260,4 @@ class XGBModel(CostModel):
                 raise snapshot.SnapshotError(f"malformed XGBoost model in the snapshot: "
                                              f"{str(err).splitlines()[0]}") from None
             self.booster = booster
-        self.data = (TrainingData.from_blobs(meta["data"], blobs) if "data" in meta
-                     else TrainingData())
+        self.data = training

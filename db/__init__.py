@@ -8,13 +8,21 @@ Other layers use only what is exported here (``from db import Database, Record``
     db.add_records([record_dict, ...])   # -> how many were new
     answer = db.best(workload_key, "cpu -isa=avx512 -cores=2", k=3)
     answer.match, answer.records         # "exact", [Record, ...] best first
+    db.query_records(job_id=job.id, ok=True, order="cost", limit=10)   # RecordFilter fields
+
+A :class:`Database` is the tuning records; its other tables are stores that share its
+connection (a :class:`Connector`)::
+
+    job = db.jobs.create(spec, owner="ana"); db.jobs.claim(job.id, runner="host/pid")
+    secret, info = db.tokens.create(); db.tokens.verify(secret)   # its own owner
+    db.snapshots.save(task, target, blob, meta); db.snapshots.latest(task, target)
 
 The record JSON format, the identity of a measurement and the best-query fallback order
 are documented in ``db/FORMAT.md``.
 """
 
 from .database import Database
-from .engine import URL_ENV, mask_url, tensortune_home
+from .engine import URL_ENV, Connector, ReadOnlyDatabaseError, mask_url, tensortune_home
 from .errors import (
     DatabaseError,
     DatabaseUnavailableError,
@@ -25,7 +33,7 @@ from .errors import (
     SchemaError,
     WorkloadConflictError,
 )
-from .job_store import JOB_STATUSES, TRANSITIONS, Job
+from .job_store import JOB_STATUSES, TRANSITIONS, Job, JobStore, JobTakenOver
 from .logs import (
     T4_SCHEMA_VERSION,
     BadLine,
@@ -35,7 +43,7 @@ from .logs import (
     write_jsonl,
     write_t4,
 )
-from .record_store import MATCH_LEVELS, BestResult, Summary
+from .record_store import MATCH_LEVELS, BestResult, RecordFilter, Summary
 from .records import (
     ERROR_KINDS,
     FORMAT_VERSION,
@@ -45,8 +53,8 @@ from .records import (
     target_family,
 )
 from .schema import head_revision
-from .snapshot_store import Snapshot
-from .token_store import ApiTokenInfo
+from .snapshot_store import Snapshot, SnapshotStore
+from .token_store import ApiTokenInfo, TokenStore
 
 __all__ = [
     "ERROR_KINDS",
@@ -60,6 +68,7 @@ __all__ = [
     "ApiTokenInfo",
     "BadLine",
     "BestResult",
+    "Connector",
     "Database",
     "DatabaseError",
     "DatabaseUnavailableError",
@@ -67,12 +76,18 @@ __all__ = [
     "ImportReport",
     "Job",
     "JobStateError",
+    "JobStore",
+    "JobTakenOver",
     "NotFoundError",
+    "ReadOnlyDatabaseError",
     "Record",
     "RecordError",
+    "RecordFilter",
     "SchemaError",
     "Snapshot",
+    "SnapshotStore",
     "Summary",
+    "TokenStore",
     "WorkloadConflictError",
     "canonical_json",
     "head_revision",

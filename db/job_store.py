@@ -1,16 +1,19 @@
 """Tuning jobs in the database: create, update (status changes checked against the job
-lifecycle, atomically), get and list. A mixin of :class:`db.Database`.
+lifecycle, atomically), get and list. Reached as ``Database(url).jobs``.
 
 Lifecycle::
 
     queued -> running -> succeeded
        |         |-----> failed    -> queued (resume)
        |         |-----> cancelled -> queued (resume)
-       |         '-----> queued    (requeued, e.g. its worker was lost)
+       |         '-----> queued    (requeued by hand)
        '--> cancelled | failed
 
 A status change is a compare-and-set in SQL, so two processes racing to change the same
-job cannot both succeed with incompatible changes.
+job cannot both succeed with incompatible changes. A process runs a job only after
+``claim`` made it the job's ``runner`` (one UPDATE: queued -> running, or a running job
+taken over exactly as its claimer last saw it); its progress writes name that runner, so a
+process that lost its job (taken over after its heartbeat went stale) learns it at once.
 """
 
 from __future__ import annotations
@@ -24,10 +27,10 @@ from typing import Any
 
 from sqlalchemy import func, select, update
 
-from .engine import Store
+from .engine import StoreBase
 from .errors import DatabaseError, JobStateError, NotFoundError
-from .models import Job as JobRow
-from .records import MAX_JOB_ID_LEN, MAX_NAME_LEN, canonical_json
+from .models import JobRow
+from .records import MAX_JOB_ID_LEN, MAX_NAME_LEN, json_object_text
 
 JOB_STATUSES: tuple[str, ...] = ("queued", "running", "succeeded", "failed", "cancelled")
 TERMINAL_STATUSES = frozenset({"succeeded", "failed", "cancelled"})
@@ -56,15 +59,11 @@ class Job:
     updated_at: float
     started_at: float | None
     finished_at: float | None
+    runner: str | None = None
 
 
-def _json_object(name: str, value: Any) -> str:
-    if not isinstance(value, Mapping):
-        raise DatabaseError(f"job {name} must be a JSON object, got {type(value).__name__}")
-    try:
-        return canonical_json(dict(value))
-    except (TypeError, ValueError) as exc:
-        raise DatabaseError(f"job {name} is not representable as JSON ({exc})") from None
+class JobTakenOver(JobStateError):
+    """The job is no longer this runner's: another process claimed it."""
 
 
 def _check_status(status: str) -> None:
@@ -76,24 +75,16 @@ _JOBS = JobRow.__table__
 
 
 def _job(row: Any) -> Job:
-    return Job(
-        id=row.id,
-        status=row.status,
-        spec=json.loads(row.spec_json),
-        progress=json.loads(row.progress_json),
-        owner=row.owner,
-        error=row.error,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        started_at=row.started_at,
-        finished_at=row.finished_at,
-    )
+    columns = dict(row._mapping)
+    spec, progress = columns.pop("spec_json"), columns.pop("progress_json")
+    return Job(spec=json.loads(spec), progress=json.loads(progress), **columns)
 
 
-class JobStore(Store):
-    """Job operations of :class:`db.Database`."""
+class JobStore(StoreBase):
+    """The tuning jobs of a database: ``create``, ``claim`` (to run one), ``get``,
+    ``update``, ``list``."""
 
-    def create_job(
+    def create(
         self,
         spec: Mapping[str, Any],
         *,
@@ -109,31 +100,75 @@ class JobStore(Store):
             raise DatabaseError(f"job owner longer than {MAX_NAME_LEN} characters")
         now = time.time()
         row = {
-            "id": job_id, "status": "queued", "spec_json": _json_object("spec", spec),
+            "id": job_id, "status": "queued", "spec_json": json_object_text("job spec", spec),
             "progress_json": "{}", "owner": owner, "error": "", "created_at": now,
-            "updated_at": now, "started_at": None, "finished_at": None,
+            "updated_at": now, "started_at": None, "finished_at": None, "runner": None,
         }
-        with self._write() as conn:
+        with self.connector.write() as conn:
             if conn.execute(select(JobRow.id).where(JobRow.id == job_id)).first():
                 raise DatabaseError(f"job {job_id} already exists")
             conn.execute(_JOBS.insert(), row)
-        return self.get_job(job_id)
+        return self.get(job_id)
 
-    def get_job(self, job_id: str) -> Job:
+    def get(self, job_id: str) -> Job:
         """The job ``job_id``; raises :class:`~db.errors.NotFoundError` if there is none."""
-        with self._read() as conn:
+        with self.connector.read() as conn:
             row = conn.execute(select(_JOBS).where(JobRow.id == job_id)).first()
         if row is None:
             raise NotFoundError(f"no job {job_id!r}")
         return _job(row)
 
-    def update_job(
+    def claim(self, job_id: str, runner: str, *, expect: Job | None = None,
+              progress: Mapping[str, Any] | None = None) -> Job:
+        """Make ``runner`` the job's runner and its status ``running``, in one statement.
+
+        Without ``expect`` only a queued job is claimed. With ``expect`` (a running job
+        whose runner is presumed dead), the job is taken over only if it is still exactly
+        as the caller saw it (same status, runner and last update), so of two processes
+        taking over the same job one wins. Otherwise raises :class:`JobStateError`.
+        ``progress`` replaces the progress JSON at the same time.
+        """
+        if not runner or len(runner) > MAX_NAME_LEN:
+            raise DatabaseError(f"a job runner must be 1..{MAX_NAME_LEN} characters")
+        now = time.time()
+        values: dict[str, Any] = {
+            "status": "running", "runner": runner, "updated_at": now, "finished_at": None,
+            "started_at": func.coalesce(JobRow.started_at, now)}
+        if progress is not None:
+            values["progress_json"] = json_object_text("job progress", progress)
+        statement = update(JobRow).where(JobRow.id == job_id)
+        if expect is None:
+            statement = statement.where(JobRow.status == "queued")
+        else:
+            statement = statement.where(
+                JobRow.status == expect.status, JobRow.updated_at == expect.updated_at,
+                JobRow.runner.is_(None) if expect.runner is None
+                else JobRow.runner == expect.runner)
+        with self.connector.write() as conn:
+            if conn.execute(statement.values(**values)).rowcount == 0:
+                current = self._status(conn, job_id)
+                raise JobStateError(
+                    f"job {job_id} is {current}; only a queued job can be claimed "
+                    "(resume it first)" if expect is None else
+                    f"job {job_id} changed since it was seen (now {current}): another "
+                    "process took it")
+        return self.get(job_id)
+
+    @staticmethod
+    def _status(conn: Any, job_id: str) -> str:
+        row = conn.execute(select(JobRow.status).where(JobRow.id == job_id)).first()
+        if row is None:
+            raise NotFoundError(f"no job {job_id!r}")
+        return str(row[0])
+
+    def update(
         self,
         job_id: str,
         *,
         status: str | None = None,
         progress: Mapping[str, Any] | None = None,
         error: str | None = None,
+        runner: str | None = None,
     ) -> Job:
         """Change a job's status, replace its progress JSON and/or set its error message.
 
@@ -141,14 +176,20 @@ class JobStore(Store):
         docstring) raises :class:`~db.errors.JobStateError`; setting the current status
         again is allowed (to update progress alongside). ``started_at`` is set the first
         time a job runs; ``finished_at`` when it ends, and cleared if it is requeued.
+        With ``runner``, the change is made only while that process is the job's runner
+        (else :class:`JobTakenOver`). A requeued job has no runner any more.
         """
         now = time.time()
         values: dict[str, Any] = {"updated_at": now}
         if progress is not None:
-            values["progress_json"] = _json_object("progress", progress)
+            values["progress_json"] = json_object_text("job progress", progress)
         if error is not None:
             values["error"] = str(error)
         statement = update(JobRow).where(JobRow.id == job_id)
+        if runner is not None:
+            statement = statement.where(JobRow.runner == runner)
+        if status == "queued":
+            values["runner"] = None
         if status is not None:
             _check_status(status)
             sources = [s for s, targets in TRANSITIONS.items() if status in targets] + [status]
@@ -157,16 +198,18 @@ class JobStore(Store):
             if status == "running":
                 values["started_at"] = func.coalesce(JobRow.started_at, now)
             values["finished_at"] = now if status in TERMINAL_STATUSES else None
-        with self._write() as conn:
+        with self.connector.write() as conn:
             changed = conn.execute(statement.values(**values)).rowcount
             if changed == 0:
-                row = conn.execute(select(JobRow.status).where(JobRow.id == job_id)).first()
-                if row is None:
-                    raise NotFoundError(f"no job {job_id!r}")
-                raise JobStateError(f"job {job_id} is {row[0]}; it cannot become {status}")
-        return self.get_job(job_id)
+                current = self._status(conn, job_id)
+                if runner is not None and conn.execute(select(JobRow.runner).where(
+                        JobRow.id == job_id)).scalar_one() != runner:
+                    raise JobTakenOver(f"job {job_id} is no longer run by {runner}: another "
+                                       "process claimed it")
+                raise JobStateError(f"job {job_id} is {current}; it cannot become {status}")
+        return self.get(job_id)
 
-    def list_jobs(
+    def list(
         self,
         *,
         status: str | Sequence[str] | None = None,
@@ -186,5 +229,5 @@ class JobStore(Store):
         statement = statement.order_by(JobRow.created_at.desc(), JobRow.id.desc()).offset(offset)
         if limit is not None:
             statement = statement.limit(limit)
-        with self._read() as conn:
+        with self.connector.read() as conn:
             return [_job(row) for row in conn.execute(statement)]

@@ -1,8 +1,8 @@
 """Tuning logs as files: JSON lines (one record a line, ``db/FORMAT.md``) export and import,
 and export in the community T4 auto-tuning results format.
 
-The readers and writers work on any iterable of :class:`~db.records.Record`; the
-:class:`LogStore` mixin of :class:`db.Database` connects them to the database. A file
+The readers and writers work on any iterable of :class:`~db.records.Record`;
+:class:`db.Database` connects them to the database (``export_jsonl``, ``import_jsonl``...). A file
 written to a path appears atomically (written beside it, then renamed), so a reader never
 sees half an export; a ``.gz`` suffix means gzip.
 """
@@ -21,8 +21,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import IO, Any
 
-from .errors import DatabaseError, ImportFileError, RecordError, WorkloadConflictError
-from .record_store import RecordStore
+from .errors import DatabaseError, ImportFileError, RecordError
 from .records import Record, cost_stats
 
 PathOrFile = str | os.PathLike[str] | IO[str] | IO[bytes]
@@ -58,7 +57,7 @@ class BadLine:
 
 @dataclass(slots=True)
 class ImportReport:
-    """What :meth:`LogStore.import_jsonl` read and did."""
+    """What :meth:`db.Database.import_jsonl` read and did."""
 
     source: str
     lines: int = 0
@@ -79,7 +78,8 @@ class ImportReport:
 # --- reading ----------------------------------------------------------------------------
 
 
-def _source_name(src: PathOrFile) -> str:
+def source_name(src: PathOrFile) -> str:
+    """How an import report names ``src``: its path, or the open file's name."""
     if isinstance(src, str | os.PathLike):
         return os.fspath(src)
     return str(getattr(src, "name", "<file>"))
@@ -111,6 +111,20 @@ def parse_line(text: str | bytes) -> tuple[Record, set[str]]:
         raise RecordError(f"not valid JSON ({exc.msg} at column {exc.colno})") from None
     except RecursionError:
         raise RecordError("not valid JSON (nested too deeply)") from None
+    except ValueError as exc:  # an integer over Python's digit limit, say
+        raise RecordError(f"not valid JSON ({str(exc).split(';')[0]})") from None
+    if "\\u0000" in text:  # NUL in text: PostgreSQL cannot store it, so no database may
+        pending = [data]
+        while pending:
+            value = pending.pop()
+            if isinstance(value, str) and "\x00" in value:
+                raise RecordError("a string holds a NUL character (\\u0000), which the "
+                                  "database cannot store")
+            if isinstance(value, dict):
+                pending.extend(value)
+                pending.extend(value.values())
+            elif isinstance(value, list):
+                pending.extend(value)
     record = Record.from_dict(data)
     return record, set(data) - _KNOWN_FIELDS
 
@@ -237,78 +251,54 @@ def write_t4(records: Iterable[Record], dest: PathOrFile) -> int:
     return len(results)
 
 
-# --- the database side ------------------------------------------------------------------
+# --- importing -------------------------------------------------------------------------
 
 
-class LogStore(RecordStore):
-    """Log import/export operations of :class:`db.Database`."""
+def import_batches(
+    src: PathOrFile, report: ImportReport, *, skip_bad_lines: bool = False,
+    batch_size: int = 1000,
+) -> Iterator[list[Record]]:
+    """The records of a JSON-lines file (a path, ``.gz`` allowed, or an open file) in
+    batches of ``batch_size``, for :meth:`db.Database.import_jsonl` to add in one
+    transaction; ``report`` counts the lines, records, bad lines and unknown fields.
 
-    def export_jsonl(self, dest: PathOrFile, **filters: Any) -> int:
-        """Write every record matching ``filters`` (those of ``query_records``) to
-        ``dest`` as JSON lines, in storage order; return how many."""
-        return write_jsonl(self.iter_records(**filters), dest)
-
-    def export_t4(self, dest: PathOrFile, *, k: int | None = None, **filters: Any) -> int:
-        """Write records as a T4 results document: the best ``k`` per (workload, target)
-        when ``k`` is given (see ``distill``), else every record matching ``filters``."""
-        records = self.distill(k, **filters) if k is not None else self.iter_records(**filters)
-        return write_t4(records, dest)
-
-    def import_jsonl(
-        self, src: PathOrFile, *, skip_bad_lines: bool = False, batch_size: int = 1000
-    ) -> ImportReport:
-        """Import a JSON-lines file (a path, ``.gz`` allowed, or an open file) in one
-        transaction, and report what happened.
-
-        Unknown fields are ignored (and listed in the report). Records already stored are
-        not added again. If any line is malformed, nothing is imported and
-        :class:`~db.errors.ImportFileError` is raised (its ``report`` lists every bad line
-        with its number) -- unless ``skip_bad_lines``, which imports the good lines.
-        """
-        report = ImportReport(source=_source_name(src))
-        unknown: set[str] = set()
-        batch: list[Record] = []
-        with _file_errors(report.source, "read"), _open_lines(src) as lines, self._write() as conn:
-
-            def flush() -> None:
-                if batch:
-                    try:
-                        report.added += self._insert(conn, *self._prepare(batch))
-                    except WorkloadConflictError as exc:
-                        raise WorkloadConflictError(f"{report.source}: {exc}") from None
-                    batch.clear()
-
-            for number, raw in enumerate(lines, start=1):
-                if not raw.strip():
-                    continue
-                report.lines += 1
-                try:
-                    record, extra = parse_line(raw)
-                except RecordError as exc:
-                    report.bad_lines.append(BadLine(number, str(exc)))
-                    continue
-                report.records += 1
-                unknown |= extra
-                if report.bad_lines and not skip_bad_lines:
-                    continue  # nothing will be imported; read on only to report every bad line
-                batch.append(record)
-                if len(batch) >= batch_size:
-                    flush()
-            report.unknown_fields = sorted(unknown)
+    A malformed line stops the batches (unless ``skip_bad_lines``); the rest of the file
+    is still read, to report every bad line, and then :class:`~db.errors.ImportFileError`
+    is raised, so the caller's transaction rolls back what it added.
+    """
+    unknown: set[str] = set()
+    batch: list[Record] = []
+    with _file_errors(report.source, "read"), _open_lines(src) as lines:
+        for number, raw in enumerate(lines, start=1):
+            if not raw.strip():
+                continue
+            report.lines += 1
+            try:
+                record, extra = parse_line(raw)
+            except RecordError as exc:
+                report.bad_lines.append(BadLine(number, str(exc)))
+                continue
+            report.records += 1
+            unknown |= extra
             if report.bad_lines and not skip_bad_lines:
-                report.added = 0
-                raise ImportFileError(self._rejection(report), report)
-            flush()
-        report.already_present = report.records - report.added
-        report.imported = True
-        return report
+                continue  # nothing will be imported; read on only to report every bad line
+            batch.append(record)
+            if len(batch) >= batch_size:
+                yield batch
+                batch = []
+    report.unknown_fields = sorted(unknown)
+    if report.bad_lines and not skip_bad_lines:
+        report.added = 0
+        raise ImportFileError(_rejection(report), report)
+    if batch:
+        yield batch
 
-    @staticmethod
-    def _rejection(report: ImportReport) -> str:
-        quoted = "; ".join(str(bad) for bad in report.bad_lines[:_QUOTED_BAD_LINES])
-        more = len(report.bad_lines) - _QUOTED_BAD_LINES
-        tail = f"; and {more} more" if more > 0 else ""
-        return (
-            f"{report.source}: {len(report.bad_lines)} malformed line(s), nothing imported "
-            f"({quoted}{tail}); use skip_bad_lines (--skip-bad-lines) to import the rest"
-        )
+
+def _rejection(report: ImportReport) -> str:
+    quoted = "; ".join(str(bad) for bad in report.bad_lines[:_QUOTED_BAD_LINES])
+    more = len(report.bad_lines) - _QUOTED_BAD_LINES
+    tail = f"; and {more} more" if more > 0 else ""
+    return (
+        f"{report.source}: {len(report.bad_lines)} malformed line(s), nothing imported "
+        f"({quoted}{tail}); use skip_bad_lines (--skip-bad-lines) to import the rest"
+    )

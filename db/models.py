@@ -2,7 +2,9 @@
 
 These classes describe the schema at the newest Alembic revision (``db/migrations``); the
 test suite checks that the two agree on SQLite and PostgreSQL. Change a model only
-together with a new migration.
+together with a new migration. Each is named after a row of its table (``WorkloadRow``,
+``RecordRow``, ...), so none shares a name with the data types of this or another layer
+(``schedule.Workload``, ``db.Record``, ``db.Job``).
 
 JSON values are stored as canonical JSON text (``*_json`` columns), times as float seconds
 since the epoch, so that both backends hold exactly the same values and a round trip
@@ -46,7 +48,7 @@ class Base(DeclarativeBase):
     metadata = MetaData(naming_convention=NAMING_CONVENTION)
 
 
-class Workload(Base):
+class WorkloadRow(Base):
     """A workload: its key (a hash computed by the schedule layer) and canonical JSON."""
 
     __tablename__ = "workloads"
@@ -57,7 +59,7 @@ class Workload(Base):
     created_at: Mapped[float] = mapped_column(Double)
 
 
-class TuningRecord(Base):
+class RecordRow(Base):
     """One measurement. ``measurement_id`` (unique) is the hash of its identity fields, so
     adding the same measurement twice stores it once. ``median_cost``/``mean_cost``/
     ``min_cost`` are computed at insert time and NULL for records with an error."""
@@ -112,7 +114,7 @@ class TuningRecord(Base):
     )
 
 
-class Job(Base):
+class JobRow(Base):
     """A tuning job: its lifecycle status, spec and progress (JSON), owner and times."""
 
     __tablename__ = "jobs"
@@ -127,11 +129,12 @@ class Job(Base):
     updated_at: Mapped[float] = mapped_column(Double)
     started_at: Mapped[float | None] = mapped_column(Double)
     finished_at: Mapped[float | None] = mapped_column(Double)
+    runner: Mapped[str | None] = mapped_column(String(255))
 
     __table_args__ = (Index("ix_jobs_status_created_at", "status", "created_at"),)
 
 
-class ApiToken(Base):
+class ApiTokenRow(Base):
     """An API token. Only the SHA-256 of the secret is stored, never the secret."""
 
     __tablename__ = "api_tokens"
@@ -144,7 +147,7 @@ class ApiToken(Base):
     revoked_at: Mapped[float | None] = mapped_column(Double)
 
 
-class CostModelSnapshot(Base):
+class SnapshotRow(Base):
     """A serialised cost model (opaque bytes) for one task and target; newest id wins."""
 
     __tablename__ = "cost_model_snapshots"

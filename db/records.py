@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import MISSING, dataclass, field, fields
 from typing import Any
 
-from .errors import RecordError
+from .errors import DatabaseError, RecordError
 
 #: The version of the record JSON format written by this code (and the newest it reads).
 FORMAT_VERSION = 1
@@ -82,6 +82,17 @@ def canonical_json(value: Any) -> str:
     Raises ``ValueError``/``TypeError`` for values JSON cannot hold.
     """
     return _CANONICAL.encode(value)
+
+
+def json_object_text(what: str, value: Any) -> str:
+    """The canonical JSON text of ``value``, which must be a JSON object (a mapping);
+    otherwise a :class:`~db.errors.DatabaseError` naming ``what`` (e.g. ``"job spec"``)."""
+    if not isinstance(value, Mapping):
+        raise DatabaseError(f"{what} must be a JSON object, got {type(value).__name__}")
+    try:
+        return canonical_json(dict(value))
+    except (TypeError, ValueError) as exc:
+        raise DatabaseError(f"{what} is not representable as JSON ({exc})") from None
 
 
 def target_family(target: str) -> str:

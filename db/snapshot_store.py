@@ -1,5 +1,6 @@
 """Cost-model snapshots in the database: opaque bytes per (task, target), newest wins.
-A mixin of :class:`db.Database`.
+Reached as ``Database(url).snapshots``; what the bytes hold is the cost-model layer's
+business (``cost_model.snapshot``: JSON, never a pickle).
 """
 
 from __future__ import annotations
@@ -12,10 +13,10 @@ from typing import Any
 
 from sqlalchemy import select
 
-from .engine import Store
+from .engine import StoreBase
 from .errors import DatabaseError
-from .models import CostModelSnapshot as SnapshotRow
-from .records import MAX_NAME_LEN, MAX_TARGET_LEN, canonical_json
+from .models import SnapshotRow
+from .records import MAX_NAME_LEN, MAX_TARGET_LEN, json_object_text
 
 _SNAPSHOTS = SnapshotRow.__table__
 
@@ -33,10 +34,16 @@ class Snapshot:
     created_at: float
 
 
-class SnapshotStore(Store):
-    """Cost-model snapshot operations of :class:`db.Database`."""
+def _snapshot(row: Any) -> Snapshot:
+    columns = dict(row._mapping)
+    data, meta = columns.pop("data"), columns.pop("meta_json")
+    return Snapshot(data=bytes(data), meta=json.loads(meta), **columns)
 
-    def save_snapshot(
+
+class SnapshotStore(StoreBase):
+    """The cost-model snapshots of a database: ``save`` one, look up the ``latest``."""
+
+    def save(
         self, task: str, target: str, data: bytes, meta: Mapping[str, Any] | None = None
     ) -> int:
         """Store a snapshot of the cost model for (``task``, ``target``); return its id."""
@@ -46,17 +53,14 @@ class SnapshotStore(Store):
             raise DatabaseError(f"snapshot task must be 1..{MAX_NAME_LEN} characters")
         if not target or len(target) > MAX_TARGET_LEN:
             raise DatabaseError(f"snapshot target must be 1..{MAX_TARGET_LEN} characters")
-        try:
-            meta_json = canonical_json(dict(meta or {}))
-        except (TypeError, ValueError) as exc:
-            raise DatabaseError(f"snapshot meta is not representable as JSON ({exc})") from None
-        row = {"task": task, "target": target, "data": bytes(data), "meta_json": meta_json,
+        row = {"task": task, "target": target, "data": bytes(data),
+               "meta_json": json_object_text("snapshot meta", meta or {}),
                "created_at": time.time()}
-        with self._write() as conn:
+        with self.connector.write() as conn:
             return int(conn.execute(_SNAPSHOTS.insert().returning(SnapshotRow.id), row)
                        .scalar_one())
 
-    def latest_snapshot(self, task: str, target: str) -> Snapshot | None:
+    def latest(self, task: str, target: str) -> Snapshot | None:
         """The newest snapshot for (``task``, ``target``), or None."""
         statement = (
             select(_SNAPSHOTS)
@@ -64,11 +68,6 @@ class SnapshotStore(Store):
             .order_by(SnapshotRow.id.desc())
             .limit(1)
         )
-        with self._read() as conn:
+        with self.connector.read() as conn:
             row = conn.execute(statement).first()
-        if row is None:
-            return None
-        return Snapshot(
-            id=row.id, task=row.task, target=row.target, data=bytes(row.data),
-            meta=json.loads(row.meta_json), created_at=row.created_at,
-        )
+        return None if row is None else _snapshot(row)

@@ -23,6 +23,7 @@ from .dag import canonical_text, workload_key
 from .loop_ir import LoweredFunc
 from .lower import lower
 from .schedule import Schedule, ScheduleError
+from .steps import Steps, make_schedule
 from .target import Target, host_cpu_target
 from .tensor import TensorExprError
 from .workload import Workload
@@ -36,6 +37,7 @@ __all__ = [
     "Module",
     "Schedule",
     "ScheduleError",
+    "Steps",
     "Target",
     "TensorExprError",
     "Workload",
@@ -48,6 +50,7 @@ __all__ = [
     "load_module",
     "loop_ir",
     "lower",
+    "make_schedule",
     "ops",
     "te",
     "workload_key",

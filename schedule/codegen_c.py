@@ -20,13 +20,22 @@ from . import dtype as dt
 from .arith import const_bounds
 from .expr import Binary, Call, Cast, Compare, Const, Expr, Load, Logic, Not, Select, Var
 from .hoist import hoist_accumulators
-from .loop_ir import Allocate, Buffer, For, IfThenElse, LoweredFunc, Seq, Stmt, Store
+from .loop_ir import (
+    Allocate,
+    Buffer,
+    For,
+    IfThenElse,
+    LoweredFunc,
+    Stmt,
+    StmtVisitor,
+    Store,
+    VStore,
+)
 from .schedule import ScheduleError
 from .vectorize import (
     Broadcast,
     Lanes,
     VLoad,
-    VStore,
     flatten,
     promote_registers,
     split_vector_dtype,
@@ -114,7 +123,10 @@ _SCALAR_MATH = {
 }
 
 
-class CCodegen:
+class CCodegen(StmtVisitor):
+    """Prints one lowered function; statements are emitted by the ``visit_*`` methods as
+    lines at the current ``indent``."""
+
     def __init__(self, func: LoweredFunc, vector_bytes: int, threads: int):
         self.func = func
         self.vector_bytes = vector_bytes
@@ -126,6 +138,8 @@ class CCodegen:
         self.promoted: dict[Buffer, int] = {}
         self.in_parallel = False
         self.uses_math = False
+        self.lines: list[str] = []
+        self.indent = 1
 
     # ------------------------------------------------------------------ names
     def name(self, obj: Var | Buffer, hint: str) -> str:
@@ -293,43 +307,43 @@ class CCodegen:
         return self.name(buf, buf.name)
 
     # ------------------------------------------------------------------ statements
-    def stmt(self, s: Stmt, indent: int) -> list[str]:
-        pad = "  " * indent
-        if isinstance(s, Seq):
-            out: list[str] = []
-            for c in s.stmts:
-                out += self.stmt(c, indent)
-            return out
-        if isinstance(s, For):
-            return self._for(s, indent)
-        if isinstance(s, Store):
-            buf = s.buffer
-            if buf in self.promoted:
-                target = self._reg(buf, int(s.indices[0].value))
-            else:
-                target = f"{self.buf_name(buf)}[{self.expr(s.indices[0])}]"
-            return [f"{pad}{target} = {self.expr(s.value)};"]
-        if isinstance(s, VStore):
-            if s.buffer in self.promoted:
-                return [f"{pad}{self._reg(s.buffer, int(s.base.value))} = "
-                        f"{self.expr(s.value)};"]
-            vt = self.vtype(s.value.dtype)
-            value = self.expr(s.value)
-            return [f"{pad}{{ {vt} v_ = {value}; "
-                    f"memcpy(&{self.buf_name(s.buffer)}[{self.expr(s.base)}], &v_, sizeof v_); }}"]
-        if isinstance(s, IfThenElse):
-            out = [f"{pad}if ({self.expr(s.cond)}) {{", *self.stmt(s.then_body, indent + 1)]
-            if s.else_body is not None:
-                out += [f"{pad}}} else {{", *self.stmt(s.else_body, indent + 1)]
-            return [*out, f"{pad}}}"]
-        if isinstance(s, Allocate):
-            return self._allocate(s, indent)
-        raise ScheduleError(f"C code generation: unsupported statement {type(s).__name__}")
+    def emit(self, text: str, depth: int = 0) -> None:
+        """A line at the current indent (``depth`` levels further in)."""
+        self.lines.append(f"{'  ' * (self.indent + depth)}{text}")
 
-    def _for(self, s: For, indent: int) -> list[str]:
-        pad = "  " * indent
+    def nested(self, s: Stmt, depth: int = 1) -> None:
+        """The lines of ``s``, ``depth`` levels further in."""
+        self.indent += depth
+        self.visit(s)
+        self.indent -= depth
+
+    def visit_store(self, s: Store) -> None:
+        buf = s.buffer
+        if buf in self.promoted:
+            target = self._reg(buf, int(s.indices[0].value))
+        else:
+            target = f"{self.buf_name(buf)}[{self.expr(s.indices[0])}]"
+        self.emit(f"{target} = {self.expr(s.value)};")
+
+    def visit_vstore(self, s: VStore) -> None:
+        if s.buffer in self.promoted:
+            self.emit(f"{self._reg(s.buffer, int(s.base.value))} = {self.expr(s.value)};")
+            return
+        vt = self.vtype(s.value.dtype)
+        value = self.expr(s.value)
+        self.emit(f"{{ {vt} v_ = {value}; "
+                  f"memcpy(&{self.buf_name(s.buffer)}[{self.expr(s.base)}], &v_, sizeof v_); }}")
+
+    def visit_if(self, s: IfThenElse) -> None:
+        self.emit(f"if ({self.expr(s.cond)}) {{")
+        self.nested(s.then_body)
+        if s.else_body is not None:
+            self.emit("} else {")
+            self.nested(s.else_body)
+        self.emit("}")
+
+    def visit_for(self, s: For) -> None:
         var = self.name(s.var, s.var.name)
-        lines: list[str] = []
         kind = s.kind
         if kind not in (For.SERIAL, For.PARALLEL, For.UNROLLED, For.VECTORIZED):
             raise ScheduleError(f"loop {s.var.name} is bound to {kind}, which needs a GPU "
@@ -339,50 +353,47 @@ class CCodegen:
             if self.in_parallel:
                 raise ScheduleError(f"parallel loop {s.var.name} is nested inside another "
                                     "parallel loop")
-            lines.append(f"{pad}#pragma omp parallel for num_threads({self.threads}) "
-                         "schedule(static)")
+            self.emit(f"#pragma omp parallel for num_threads({self.threads}) schedule(static)")
             self.in_parallel = True
         elif kind == For.UNROLLED:
-            lines.append(f"{pad}#pragma GCC unroll 16")
+            self.emit("#pragma GCC unroll 16")
         elif s.pragmas.get("simd"):
-            lines.append(f"{pad}#pragma GCC ivdep")
+            self.emit("#pragma GCC ivdep")
         extent = self.expr(s.extent)
         ctype = dt.c_type(s.var.dtype)
-        lines.append(f"{pad}for ({ctype} {var} = 0; {var} < {extent}; ++{var}) {{")
-        lines += self.stmt(s.body, indent + 1)
-        lines.append(f"{pad}}}")
+        self.emit(f"for ({ctype} {var} = 0; {var} < {extent}; ++{var}) {{")
+        self.nested(s.body)
+        self.emit("}")
         self.in_parallel = was_parallel
-        return lines
 
-    def _allocate(self, s: Allocate, indent: int) -> list[str]:
-        pad = "  " * indent
+    def visit_allocate(self, s: Allocate) -> None:
         buf = s.buffer
         name = self.buf_name(buf)
         ct = dt.c_type(buf.dtype)
         # Each allocation is a block of its own: unrolling may repeat it in one scope.
-        inner = "  " * (indent + 1)
+        self.emit("{")
         if buf in self.promoted:
             lanes = self.promoted[buf]
             vt = self.vtype(f"{buf.dtype}x{lanes}") if lanes > 1 else ct
             regs = ", ".join(f"{name}_r{i}" for i in range(buf.size // lanes))
-            return [f"{pad}{{", f"{inner}{vt} {regs};", *self.stmt(s.body, indent + 1),
-                    f"{pad}}}"]
-        if buf.nbytes <= MAX_STACK_BYTES and indent > 1:
-            return [f"{pad}{{", f"{inner}{ct} {name}[{buf.size}] __attribute__((aligned(64)));",
-                    *self.stmt(s.body, indent + 1), f"{pad}}}"]
-        # On the heap; if that fails the kernel skips this part and returns -1 (a return
-        # statement cannot leave an OpenMP parallel loop).
-        size = -(-buf.nbytes // 64) * 64
-        return [f"{pad}{{",
-                f"{inner}{ct}* restrict {name} = ({ct}*)aligned_alloc(64, {size});",
-                f"{inner}if ({name} == NULL) {{",
-                f"{inner}  #pragma omp atomic write",
-                f"{inner}  tt_failed = 1;",
-                f"{inner}}} else {{",
-                *self.stmt(s.body, indent + 2),
-                f"{inner}  free({name});",
-                f"{inner}}}",
-                f"{pad}}}"]
+            self.emit(f"{vt} {regs};", 1)
+            self.nested(s.body)
+        elif buf.nbytes <= MAX_STACK_BYTES and self.indent > 1:
+            self.emit(f"{ct} {name}[{buf.size}] __attribute__((aligned(64)));", 1)
+            self.nested(s.body)
+        else:
+            # On the heap; if that fails the kernel skips this part and returns -1 (a return
+            # statement cannot leave an OpenMP parallel loop).
+            size = -(-buf.nbytes // 64) * 64
+            self.emit(f"{ct}* restrict {name} = ({ct}*)aligned_alloc(64, {size});", 1)
+            self.emit(f"if ({name} == NULL) {{", 1)
+            self.emit("#pragma omp atomic write", 2)
+            self.emit("tt_failed = 1;", 2)
+            self.emit("} else {", 1)
+            self.nested(s.body, 2)
+            self.emit(f"free({name});", 2)
+            self.emit("}", 1)
+        self.emit("}")
 
     # ------------------------------------------------------------------ function
     def generate(self) -> str:
@@ -392,7 +403,9 @@ class CCodegen:
         params = []
         for buf in self.func.args:
             params.append(f"{dt.c_type(buf.dtype)}* restrict {self.buf_name(buf)}")
-        lines = self.stmt(body, 1)
+        self.indent = 1
+        self.visit(body)
+        lines = self.lines
         header = [_PRELUDE]
         header += list(self.types.values())
         header += list(self.helpers.values())

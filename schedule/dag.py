@@ -18,20 +18,28 @@ from .tensor import ComputeOp, Operation, PlaceholderOp, Reduce, Tensor
 
 
 def post_order(outputs: Sequence[Tensor]) -> list[Operation]:
-    """Operations reachable from ``outputs``, each after its inputs, in a fixed order."""
+    """Operations reachable from ``outputs``, each after its inputs, in a fixed order.
+
+    Iterative (an explicit stack), so a long chain of tensors cannot exhaust Python's
+    recursion limit; the order is that of a depth-first visit of inputs in order."""
     order: list[Operation] = []
     seen: set[int] = set()
-
-    def visit(op: Operation) -> None:
-        if id(op) in seen:
-            return
-        seen.add(id(op))
-        for t in op.input_tensors:
-            visit(t.op)
-        order.append(op)
-
     for t in outputs:
-        visit(t.op)
+        if id(t.op) in seen:
+            continue
+        seen.add(id(t.op))
+        # each frame: an operation and the iterator over its not yet visited inputs
+        stack = [(t.op, iter(t.op.input_tensors))]
+        while stack:
+            op, inputs = stack[-1]
+            for inp in inputs:
+                if id(inp.op) not in seen:
+                    seen.add(id(inp.op))
+                    stack.append((inp.op, iter(inp.op.input_tensors)))
+                    break
+            else:
+                stack.pop()
+                order.append(op)
     return order
 
 

@@ -499,9 +499,3 @@ def fold_constant(op: str, a: Const, b: Const, dtype: str) -> Const | None:
 def is_const(e: Expr, value: int | float | None = None) -> bool:
     return isinstance(e, Const) and (value is None or e.value == value)
 
-
-def int_value(e: Expr) -> int:
-    if isinstance(e, Const) and not dt.is_float(e.dtype):
-        return int(e.value)
-    raise ValueError(f"expected an integer constant, got {e!r}")
-

@@ -21,8 +21,19 @@ from collections.abc import Collection
 
 from . import arith
 from .expr import Binary, Const, Expr, Load, Var, free_vars, transform, walk
-from .loop_ir import Allocate, Buffer, For, IfThenElse, Seq, Stmt, Store, seq
-from .vectorize import VLoad, VStore
+from .loop_ir import (
+    Allocate,
+    Buffer,
+    For,
+    IfThenElse,
+    Stmt,
+    StmtMutator,
+    StmtVisitor,
+    Store,
+    VStore,
+    seq,
+)
+from .vectorize import VLoad
 
 #: Most slots hoisted out of one loop (about the vector registers of the widest target).
 MAX_SLOTS = 32
@@ -33,28 +44,33 @@ Slot = tuple[int, int]  # (constant offset, lanes)
 def hoist_accumulators(s: Stmt, in_registers: Collection[Buffer] = ()) -> Stmt:
     """``s`` with loop-invariant accesses to local buffers kept in one-slot buffers;
     buffers ``in_registers`` (already promoted whole) are left as they are."""
-    return _visit(s, frozenset(), frozenset(in_registers))
+    return _Hoist(frozenset(in_registers)).visit(s)
 
 
-def _visit(s: Stmt, local: frozenset[Buffer], skip: frozenset[Buffer]) -> Stmt:
-    if isinstance(s, Seq):
-        return Seq([_visit(c, local, skip) for c in s.stmts])
-    if isinstance(s, Allocate):
-        hoistable = s.buffer.scope == "local" and s.buffer not in skip
-        return Allocate(s.buffer, _visit(s.body, local | {s.buffer} if hoistable else local,
-                                         skip))
-    if isinstance(s, IfThenElse):
-        return IfThenElse(s.cond, _visit(s.then_body, local, skip),
-                          None if s.else_body is None else _visit(s.else_body, local, skip))
-    if not isinstance(s, For):
-        return s
-    plans = {buf: plan for buf in sorted(local, key=lambda b: b.name)
-             if (plan := _plan(s, buf)) is not None}
-    body = _visit(s.body, local - plans.keys(), skip)
-    out: Stmt = For(s.var, s.extent, s.kind, body, s.pragmas)
-    for buf, (base, slots) in plans.items():
-        out = _hoist(out, buf, base, slots)
-    return out
+class _Hoist(StmtMutator):
+    def __init__(self, skip: frozenset[Buffer]):
+        self.skip = skip
+        self.local: frozenset[Buffer] = frozenset()  # hoistable buffers allocated around
+
+    def _within(self, local: frozenset[Buffer], s: Stmt) -> Stmt:
+        outer, self.local = self.local, local
+        out = self.visit(s)
+        self.local = outer
+        return out
+
+    def visit_allocate(self, s: Allocate) -> Stmt:
+        hoistable = s.buffer.scope == "local" and s.buffer not in self.skip
+        return Allocate(s.buffer, self._within(
+            self.local | {s.buffer} if hoistable else self.local, s.body))
+
+    def visit_for(self, s: For) -> Stmt:
+        plans = {buf: plan for buf in sorted(self.local, key=lambda b: b.name)
+                 if (plan := _plan(s, buf)) is not None}
+        body = self._within(self.local - plans.keys(), s.body)
+        out: Stmt = For(s.var, s.extent, s.kind, body, s.pragmas)
+        for buf, (base, slots) in plans.items():
+            out = _hoist(out, buf, base, slots)
+        return out
 
 
 # ---------------------------------------------------------------------------- analysis
@@ -75,54 +91,14 @@ def _split_offset(index: Expr) -> tuple[Expr, int]:
 
 def _plan(loop: For, buf: Buffer) -> tuple[Expr, list[Slot]] | None:
     """The invariant base and the slots of ``buf`` accessed in ``loop``, if hoistable."""
-    accesses: list[tuple[Expr, int]] = []  # (index, lanes)
-    bound: set[Var] = set()
-    stores = 0
-
-    def on_expr(e: Expr, guarded: bool) -> None:
-        for n in walk(e):
-            if isinstance(n, VLoad) and n.buffer is buf:
-                accesses.append((n.base, n.lanes))
-            elif isinstance(n, Load) and n.source is buf:
-                accesses.append((n.indices[0], 1))
-            else:
-                continue
-            if guarded:
-                raise _NotHoistable
-
-    def on_stmt(st: Stmt, guarded: bool) -> None:
-        nonlocal stores
-        if isinstance(st, Seq):
-            for c in st.stmts:
-                on_stmt(c, guarded)
-        elif isinstance(st, For):
-            if st.kind == For.PARALLEL:
-                raise _NotHoistable
-            bound.add(st.var)
-            on_expr(st.extent, guarded)
-            on_stmt(st.body, guarded)
-        elif isinstance(st, Allocate):
-            on_stmt(st.body, guarded)
-        elif isinstance(st, IfThenElse):
-            on_expr(st.cond, guarded)
-            on_stmt(st.then_body, True)
-            if st.else_body is not None:
-                on_stmt(st.else_body, True)
-        elif isinstance(st, Store | VStore):
-            if st.buffer is buf:
-                if guarded:
-                    raise _NotHoistable
-                stores += 1
-                accesses.append((st.indices[0], 1) if isinstance(st, Store)
-                                else (st.base, st.lanes))
-            on_expr(st.value, guarded)
-
+    uses = _Accesses(buf)
     try:
-        on_stmt(loop, False)
+        uses.visit(loop)
     except _NotHoistable:
         return None
-    if not stores:
+    if not uses.stores:
         return None
+    accesses, bound = uses.accesses, uses.bound
     base: Expr | None = None
     slots: set[Slot] = set()
     for index, lanes in accesses:
@@ -141,6 +117,57 @@ def _plan(loop: For, buf: Buffer) -> tuple[Expr, list[Slot]] | None:
     return base, ordered
 
 
+class _Accesses(StmtVisitor):
+    """The accesses to ``buf`` (index, lanes), its stores and the loop variables bound in a
+    loop; raises ``_NotHoistable`` at an access under a condition or at a parallel loop."""
+
+    def __init__(self, buf: Buffer):
+        self.buf = buf
+        self.accesses: list[tuple[Expr, int]] = []
+        self.bound: set[Var] = set()
+        self.stores = 0
+        self.guarded = False
+
+    def visit_expr(self, e: Expr) -> None:
+        for n in walk(e):
+            if isinstance(n, VLoad) and n.buffer is self.buf:
+                self.accesses.append((n.base, n.lanes))
+            elif isinstance(n, Load) and n.source is self.buf:
+                self.accesses.append((n.indices[0], 1))
+            else:
+                continue
+            if self.guarded:
+                raise _NotHoistable
+
+    def visit_for(self, s: For) -> None:
+        if s.kind == For.PARALLEL:
+            raise _NotHoistable
+        self.bound.add(s.var)
+        super().visit_for(s)
+
+    def visit_if(self, s: IfThenElse) -> None:
+        self.visit_expr(s.cond)
+        outer, self.guarded = self.guarded, True
+        self.visit(s.then_body)
+        if s.else_body is not None:
+            self.visit(s.else_body)
+        self.guarded = outer
+
+    def _store(self, buffer: Buffer, index: Expr, lanes: int, value: Expr) -> None:
+        if buffer is self.buf:
+            if self.guarded:
+                raise _NotHoistable
+            self.stores += 1
+            self.accesses.append((index, lanes))
+        self.visit_expr(value)
+
+    def visit_store(self, s: Store) -> None:
+        self._store(s.buffer, s.indices[0], 1, s.value)
+
+    def visit_vstore(self, s: VStore) -> None:
+        self._store(s.buffer, s.base, s.lanes, s.value)
+
+
 # ---------------------------------------------------------------------------- rewrite
 
 
@@ -157,35 +184,28 @@ def _hoist(region: Stmt, buf: Buffer, base: Expr, slots: list[Slot]) -> Stmt:
     def slot_of(index: Expr, lanes: int) -> Buffer:
         return regs[(_split_offset(index)[1], lanes)]
 
-    def rewrite_expr(e: Expr) -> Expr:
-        def fn(n: Expr) -> Expr | None:
-            if isinstance(n, VLoad) and n.buffer is buf:
-                return VLoad(slot_of(n.base, n.lanes), zero, n.lanes)
-            if isinstance(n, Load) and n.source is buf:
-                return Load(slot_of(n.indices[0], 1), (zero,), n.dtype)
-            return None
-        return transform(e, fn)
+    class Rewrite(StmtMutator):
+        """Accesses to ``buf`` go to the slot buffers."""
 
-    def rewrite(st: Stmt) -> Stmt:
-        if isinstance(st, Seq):
-            return Seq([rewrite(c) for c in st.stmts])
-        if isinstance(st, For):
-            return For(st.var, st.extent, st.kind, rewrite(st.body), st.pragmas)
-        if isinstance(st, Allocate):
-            return Allocate(st.buffer, rewrite(st.body))
-        if isinstance(st, IfThenElse):
-            return IfThenElse(rewrite_expr(st.cond), rewrite(st.then_body),
-                              None if st.else_body is None else rewrite(st.else_body))
-        if isinstance(st, Store):
+        def visit_expr(self, e: Expr) -> Expr:
+            def fn(n: Expr) -> Expr | None:
+                if isinstance(n, VLoad) and n.buffer is buf:
+                    return VLoad(slot_of(n.base, n.lanes), zero, n.lanes)
+                if isinstance(n, Load) and n.source is buf:
+                    return Load(slot_of(n.indices[0], 1), (zero,), n.dtype)
+                return None
+            return transform(e, fn)
+
+        def visit_store(self, st: Store) -> Stmt:
             target = slot_of(st.indices[0], 1) if st.buffer is buf else st.buffer
             index = (zero,) if st.buffer is buf else st.indices
-            return Store(target, index, rewrite_expr(st.value))
-        if isinstance(st, VStore):
+            return Store(target, index, self.visit_expr(st.value))
+
+        def visit_vstore(self, st: VStore) -> Stmt:
             if st.buffer is buf:
-                return VStore(slot_of(st.base, st.lanes), zero, rewrite_expr(st.value),
+                return VStore(slot_of(st.base, st.lanes), zero, self.visit_expr(st.value),
                               st.lanes)
-            return VStore(st.buffer, st.base, rewrite_expr(st.value), st.lanes)
-        return st
+            return VStore(st.buffer, st.base, self.visit_expr(st.value), st.lanes)
 
     def read(slot: Slot) -> Stmt:
         offset, lanes = slot
@@ -199,7 +219,7 @@ def _hoist(region: Stmt, buf: Buffer, base: Expr, slots: list[Slot]) -> Stmt:
             return Store(buf, (address(slot),), Load(regs[slot], (zero,), buf.dtype))
         return VStore(buf, address(slot), VLoad(regs[slot], zero, lanes), lanes)
 
-    out: Stmt = seq(*(read(slot) for slot in slots), rewrite(region),
+    out: Stmt = seq(*(read(slot) for slot in slots), Rewrite().visit(region),
                     *(write(slot) for slot in slots))
     for reg in reversed(regs.values()):
         out = Allocate(reg, out)

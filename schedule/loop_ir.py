@@ -1,17 +1,28 @@
-"""The loop IR that lowering produces and code generation consumes, with its printer.
+"""The loop IR that lowering produces and code generation consumes: its statements, the one
+traversal every pass is built on, and its printer.
 
 Statements: ``For`` (a loop from 0, serial / parallel / vectorized / unrolled),
-``Seq``, ``Store``, ``IfThenElse`` and ``Allocate``. Buffers are flat arrays
-with a shape, a dtype, a scope and row strides. Loads in expressions are
-``expr.Load`` nodes whose source is a ``Buffer``.
+``Seq``, ``Store``, ``IfThenElse``, ``Allocate``, and ``VStore`` (a vector store, made
+by vectorization just before C printing). Buffers are flat arrays with a shape, a dtype,
+a scope and row strides. Loads in expressions are ``expr.Load`` nodes whose source is a
+``Buffer``.
+
+``StmtVisitor`` (read-only walks) and ``StmtMutator`` (rewrites) are the only code that
+knows each statement kind's children: a statement class names its ``visit_<kind>``
+method, and the two base classes recurse through every kind. A pass subclasses one of
+them and overrides the methods of the kinds it cares about (calling the base method to
+keep recursing), and ``visit_expr`` to see or rewrite the expressions statements hold.
+A new statement kind is its class here plus its two ``visit_`` methods (and the passes
+that have something to do with it).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterator, Sequence
+from typing import ClassVar
 
 from . import dtype as dt
-from .expr import Expr, Load, Var, walk
+from .expr import Const, Expr, Load, Var
 from .printer import expr_str
 
 
@@ -53,11 +64,14 @@ class Buffer:
 
 class Stmt:
     __slots__ = ()
+    #: The method of ``StmtVisitor`` / ``StmtMutator`` that handles this kind.
+    visit_method: ClassVar[str]
 
 
 class For(Stmt):
     SERIAL, PARALLEL, VECTORIZED, UNROLLED = "serial", "parallel", "vectorized", "unrolled"
     __slots__ = ("body", "extent", "kind", "pragmas", "var")
+    visit_method = "visit_for"
 
     def __init__(self, var: Var, extent: Expr | int, kind: str, body: Stmt,
                  pragmas: dict[str, int] | None = None):
@@ -71,9 +85,12 @@ class For(Stmt):
 
 
 class Seq(Stmt):
-    __slots__ = ("stmts",)
+    """Statements in order; nested sequences are flattened and ``None`` items dropped."""
 
-    def __init__(self, stmts: Sequence[Stmt]):
+    __slots__ = ("stmts",)
+    visit_method = "visit_seq"
+
+    def __init__(self, stmts: Sequence[Stmt | None]):
         flat: list[Stmt] = []
         for s in stmts:
             if isinstance(s, Seq):
@@ -85,6 +102,7 @@ class Seq(Stmt):
 
 class Store(Stmt):
     __slots__ = ("buffer", "indices", "value")
+    visit_method = "visit_store"
 
     def __init__(self, buffer: Buffer, indices: Sequence[Expr], value: Expr):
         self.buffer = buffer
@@ -92,8 +110,19 @@ class Store(Stmt):
         self.value = value
 
 
+class VStore(Stmt):
+    """``lanes`` consecutive elements of ``buffer`` from flat index ``base`` (vectorization)."""
+
+    __slots__ = ("base", "buffer", "lanes", "value")
+    visit_method = "visit_vstore"
+
+    def __init__(self, buffer: Buffer, base: Expr, value: Expr, lanes: int):
+        self.buffer, self.base, self.value, self.lanes = buffer, base, value, lanes
+
+
 class IfThenElse(Stmt):
     __slots__ = ("cond", "else_body", "then_body")
+    visit_method = "visit_if"
 
     def __init__(self, cond: Expr, then_body: Stmt, else_body: Stmt | None = None):
         self.cond = cond
@@ -103,6 +132,7 @@ class IfThenElse(Stmt):
 
 class Allocate(Stmt):
     __slots__ = ("body", "buffer")
+    visit_method = "visit_allocate"
 
     def __init__(self, buffer: Buffer, body: Stmt):
         self.buffer = buffer
@@ -114,38 +144,147 @@ def seq(*stmts: Stmt | None) -> Stmt:
     return items[0] if len(items) == 1 else Seq(items)
 
 
-def children(s: Stmt) -> list[Stmt]:
-    if isinstance(s, For | Allocate):
-        return [s.body]
-    if isinstance(s, Seq):
-        return list(s.stmts)
-    if isinstance(s, IfThenElse):
-        return [s.then_body] + ([s.else_body] if s.else_body is not None else [])
-    return []
+# ---------------------------------------------------------------------------- traversal
+
+
+class StmtVisitor:
+    """A read-only walk over a statement tree, in program order: a statement's expressions
+    (``visit_expr``, which does not descend into them: ``expr.walk`` does) come before its
+    child statements. ``visit`` returns what the kind's method returns."""
+
+    def visit(self, s: Stmt):
+        return getattr(self, s.visit_method)(s)
+
+    def visit_expr(self, e: Expr) -> None:
+        pass
+
+    def visit_for(self, s: For) -> None:
+        self.visit_expr(s.extent)
+        self.visit(s.body)
+
+    def visit_seq(self, s: Seq) -> None:
+        for c in s.stmts:
+            self.visit(c)
+
+    def visit_store(self, s: Store) -> None:
+        for i in s.indices:
+            self.visit_expr(i)
+        self.visit_expr(s.value)
+
+    def visit_vstore(self, s: VStore) -> None:
+        self.visit_expr(s.base)
+        self.visit_expr(s.value)
+
+    def visit_if(self, s: IfThenElse) -> None:
+        self.visit_expr(s.cond)
+        self.visit(s.then_body)
+        if s.else_body is not None:
+            self.visit(s.else_body)
+
+    def visit_allocate(self, s: Allocate) -> None:
+        self.visit(s.body)
+
+
+class StmtMutator:
+    """A rewrite of a statement tree, bottom-up. The result is a new tree: every loop,
+    sequence, branch and allocation is rebuilt (so a node's identity stands for one place
+    in one tree, as the guard versioning and the cost model's loop ids assume); a store is
+    rebuilt when ``visit_expr`` changed one of its expressions. ``visit_expr`` maps every
+    expression a statement holds (the identity here)."""
+
+    def visit(self, s: Stmt):
+        return getattr(self, s.visit_method)(s)
+
+    def visit_expr(self, e: Expr) -> Expr:
+        return e
+
+    def visit_for(self, s: For) -> Stmt | None:
+        return For(s.var, self.visit_expr(s.extent), s.kind, self.visit(s.body), s.pragmas)
+
+    def visit_seq(self, s: Seq) -> Stmt | None:
+        return Seq([self.visit(c) for c in s.stmts])
+
+    def visit_store(self, s: Store) -> Stmt | None:
+        indices = [self.visit_expr(i) for i in s.indices]
+        value = self.visit_expr(s.value)
+        if value is s.value and all(n is o for n, o in zip(indices, s.indices, strict=True)):
+            return s
+        return Store(s.buffer, indices, value)
+
+    def visit_vstore(self, s: VStore) -> Stmt | None:
+        base, value = self.visit_expr(s.base), self.visit_expr(s.value)
+        if base is s.base and value is s.value:
+            return s
+        return VStore(s.buffer, base, value, s.lanes)
+
+    def visit_if(self, s: IfThenElse) -> Stmt | None:
+        return IfThenElse(self.visit_expr(s.cond), self.visit(s.then_body),
+                          None if s.else_body is None else self.visit(s.else_body))
+
+    def visit_allocate(self, s: Allocate) -> Stmt | None:
+        return Allocate(s.buffer, self.visit(s.body))
+
+
+class _Collect(StmtVisitor):
+    def __init__(self) -> None:
+        self.stmts: list[Stmt] = []
+
+    def visit(self, s: Stmt) -> None:
+        self.stmts.append(s)
+        super().visit(s)
 
 
 def walk_stmts(s: Stmt) -> Iterator[Stmt]:
-    yield s
-    for c in children(s):
-        yield from walk_stmts(c)
+    """Every statement of ``s``, ``s`` first, in program order."""
+    collect = _Collect()
+    collect.visit(s)
+    return iter(collect.stmts)
 
 
-def stmt_exprs(s: Stmt) -> list[Expr]:
-    if isinstance(s, Store):
-        return [*s.indices, s.value]
-    if isinstance(s, IfThenElse):
-        return [s.cond]
-    if isinstance(s, For):
-        return [s.extent]
-    return []
+class UnrolledSize(StmtVisitor):
+    """How many stores a statement runs if fully unrolled (the longer branch of an ``if``);
+    None when a loop extent is not a constant. Answers are kept per statement node, so
+    asking again for nested loops (as the unroller and the cost model do) costs nothing."""
+
+    def __init__(self) -> None:
+        self._memo: dict[int, int | None] = {}
+
+    def visit(self, s: Stmt) -> int | None:
+        key = id(s)
+        if key not in self._memo:
+            self._memo[key] = super().visit(s)
+        return self._memo[key]
+
+    def visit_for(self, s: For) -> int | None:
+        if not isinstance(s.extent, Const):
+            return None
+        n = self.visit(s.body)
+        return None if n is None else int(s.extent.value) * n
+
+    def visit_seq(self, s: Seq) -> int | None:
+        total = 0
+        for child in s.stmts:
+            n = self.visit(child)
+            if n is None:
+                return None
+            total += n
+        return total
+
+    def visit_if(self, s: IfThenElse) -> int | None:
+        a = self.visit(s.then_body)
+        b = 0 if s.else_body is None else self.visit(s.else_body)
+        return None if a is None or b is None else max(a, b)
+
+    def visit_allocate(self, s: Allocate) -> int | None:
+        return self.visit(s.body)
+
+    def visit_store(self, s: Store | VStore) -> int:
+        return 1
+
+    visit_vstore = visit_store
 
 
-def loads_in(s: Stmt) -> Iterator[Load]:
-    for st in walk_stmts(s):
-        for e in stmt_exprs(st):
-            for node in walk(e):
-                if isinstance(node, Load):
-                    yield node
+# ---------------------------------------------------------------------------- printing
 
 
 class LoweredFunc:
@@ -163,25 +302,46 @@ class LoweredFunc:
     __repr__ = __str__
 
 
-def stmt_str(s: Stmt, indent: int = 0) -> str:
-    pad = "  " * indent
-    if isinstance(s, Seq):
-        return "".join(stmt_str(c, indent) for c in s.stmts)
-    if isinstance(s, For):
+class _Printer(StmtVisitor):
+    def __init__(self, indent: int):
+        self.indent = indent
+        self.parts: list[str] = []
+
+    def line(self, text: str) -> None:
+        self.parts.append(f"{'  ' * self.indent}{text}\n")
+
+    def nested(self, s: Stmt) -> None:
+        self.indent += 1
+        self.visit(s)
+        self.indent -= 1
+
+    def visit_for(self, s: For) -> None:
         kind = "" if s.kind == For.SERIAL else f" {s.kind}"
         pragmas = "".join(f" @{k}={v}" for k, v in s.pragmas.items())
-        return (f"{pad}for{kind} {s.var.name} in 0..{expr_str(s.extent)}{pragmas}:\n"
-                f"{stmt_str(s.body, indent + 1)}")
-    if isinstance(s, Store):
+        self.line(f"for{kind} {s.var.name} in 0..{expr_str(s.extent)}{pragmas}:")
+        self.nested(s.body)
+
+    def visit_store(self, s: Store) -> None:
         idx = ", ".join(expr_str(i) for i in s.indices)
-        return f"{pad}{s.buffer.name}[{idx}] = {expr_str(s.value)}\n"
-    if isinstance(s, IfThenElse):
-        out = f"{pad}if {expr_str(s.cond)}:\n{stmt_str(s.then_body, indent + 1)}"
+        self.line(f"{s.buffer.name}[{idx}] = {expr_str(s.value)}")
+
+    def visit_vstore(self, s: VStore) -> None:
+        self.line(f"<{type(s).__name__}>")
+
+    def visit_if(self, s: IfThenElse) -> None:
+        self.line(f"if {expr_str(s.cond)}:")
+        self.nested(s.then_body)
         if s.else_body is not None:
-            out += f"{pad}else:\n{stmt_str(s.else_body, indent + 1)}"
-        return out
-    if isinstance(s, Allocate):
+            self.line("else:")
+            self.nested(s.else_body)
+
+    def visit_allocate(self, s: Allocate) -> None:
         b = s.buffer
-        return (f"{pad}allocate {b.name}: {b.dtype}{list(b.shape)} {b.scope}\n"
-                f"{stmt_str(s.body, indent)}")
-    return f"{pad}<{type(s).__name__}>\n"
+        self.line(f"allocate {b.name}: {b.dtype}{list(b.shape)} {b.scope}")
+        self.visit(s.body)
+
+
+def stmt_str(s: Stmt, indent: int = 0) -> str:
+    printer = _Printer(indent)
+    printer.visit(s)
+    return "".join(printer.parts)

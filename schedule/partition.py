@@ -13,7 +13,7 @@ from __future__ import annotations
 from . import arith
 from .dtype import is_int
 from .expr import Compare, Const, Expr, Var, walk
-from .loop_ir import Allocate, For, IfThenElse, Seq, Stmt, Store
+from .loop_ir import For, Stmt, StmtVisitor
 
 MAX_PIECES = 5
 
@@ -61,19 +61,19 @@ def _flip_points(s: Stmt, var: Var) -> set[int]:
     return points
 
 
+class _Expressions(StmtVisitor):
+    def __init__(self) -> None:
+        self.exprs: list[Expr] = []
+
+    def visit_expr(self, e: Expr) -> None:
+        self.exprs.append(e)
+
+
 def _expressions(s: Stmt) -> list[Expr]:
-    if isinstance(s, Seq):
-        return [e for c in s.stmts for e in _expressions(c)]
-    if isinstance(s, For):
-        return [s.extent, *_expressions(s.body)]
-    if isinstance(s, Allocate):
-        return _expressions(s.body)
-    if isinstance(s, IfThenElse):
-        out = [s.cond, *_expressions(s.then_body)]
-        return out + ([] if s.else_body is None else _expressions(s.else_body))
-    if isinstance(s, Store):
-        return [*s.indices, s.value]
-    return []
+    """Every expression the statements of ``s`` hold, in program order."""
+    collect = _Expressions()
+    collect.visit(s)
+    return collect.exprs
 
 
 __all__ = ["MAX_PIECES", "partition_loop"]

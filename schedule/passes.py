@@ -16,7 +16,19 @@ from .expr import (
     substitute,
     transform,
 )
-from .loop_ir import Allocate, Buffer, For, IfThenElse, Seq, Stmt, Store, seq
+from .loop_ir import (
+    Allocate,
+    Buffer,
+    For,
+    IfThenElse,
+    Seq,
+    Stmt,
+    StmtMutator,
+    StmtVisitor,
+    Store,
+    UnrolledSize,
+    seq,
+)
 
 # Explicitly unrolled loops larger than this are kept as loops (code size guard).
 MAX_UNROLL_STEPS = 4096
@@ -25,23 +37,16 @@ MAX_UNROLL_STEPS = 4096
 MAX_EDGE_SCAN = 64
 
 
-def _map_exprs(s: Stmt, fn) -> Stmt:
-    if isinstance(s, Seq):
-        return Seq([_map_exprs(c, fn) for c in s.stmts])
-    if isinstance(s, For):
-        return For(s.var, fn(s.extent), s.kind, _map_exprs(s.body, fn), s.pragmas)
-    if isinstance(s, Store):
-        return Store(s.buffer, [fn(i) for i in s.indices], fn(s.value))
-    if isinstance(s, IfThenElse):
-        return IfThenElse(fn(s.cond), _map_exprs(s.then_body, fn),
-                          None if s.else_body is None else _map_exprs(s.else_body, fn))
-    if isinstance(s, Allocate):
-        return Allocate(s.buffer, _map_exprs(s.body, fn))
-    raise TypeError(f"unknown statement {type(s).__name__}")
+class _Substitute(StmtMutator):
+    def __init__(self, mapping: dict[Var, Expr]):
+        self.mapping = mapping
+
+    def visit_expr(self, e: Expr) -> Expr:
+        return substitute(e, self.mapping)
 
 
 def substitute_stmt(s: Stmt, mapping: dict[Var, Expr]) -> Stmt:
-    return _map_exprs(s, lambda e: substitute(e, mapping))
+    return _Substitute(mapping).visit(s)
 
 
 def simplify_stmt(s: Stmt, ranges: arith.Ranges,
@@ -50,92 +55,78 @@ def simplify_stmt(s: Stmt, ranges: arith.Ranges,
     always hold, code under guards that never hold, and loops of extent 0. A loop of one
     iteration becomes its body with the variable 0 (so indices fold); ``zeros`` carries
     those variables down so each expression is substituted once, however deep the nest."""
-    zeros = zeros or {}
+    return _Simplify(ranges, zeros or {}).visit(s)
 
-    def fix(e: Expr) -> Expr:
-        return arith.simplify(substitute(e, zeros) if zeros else e, ranges)
 
-    if isinstance(s, Seq):
-        stmts = [simplify_stmt(c, ranges, zeros) for c in s.stmts]
-        kept = [c for c in stmts if c is not None]
+class _Simplify(StmtMutator):
+    def __init__(self, ranges: arith.Ranges, zeros: dict[Var, Expr]):
+        self.ranges = ranges
+        self.zeros = zeros
+
+    def visit_expr(self, e: Expr) -> Expr:
+        return arith.simplify(substitute(e, self.zeros) if self.zeros else e, self.ranges)
+
+    def visit_seq(self, s: Seq) -> Stmt | None:
+        kept = [c for c in map(self.visit, s.stmts) if c is not None]
         return Seq(kept) if kept else None
-    if isinstance(s, For):
-        extent = fix(s.extent)
-        bounds = arith.const_bounds(extent, ranges)
+
+    def visit_for(self, s: For) -> Stmt | None:
+        extent = self.visit_expr(s.extent)
+        bounds = arith.const_bounds(extent, self.ranges)
         if bounds is not None and bounds[1] <= 0:
             return None
         if isinstance(extent, Const) and extent.value == 1 and s.kind in (
                 For.SERIAL, For.PARALLEL, For.UNROLLED, For.VECTORIZED):
-            return simplify_stmt(s.body, ranges, {**zeros, s.var: Const(0, s.var.dtype)})
-        inner = dict(ranges)
+            return simplify_stmt(s.body, self.ranges,
+                                 {**self.zeros, s.var: Const(0, s.var.dtype)})
+        inner = dict(self.ranges)
         inner[s.var] = (0, (bounds[1] if bounds else 1 << 30) - 1)
-        body = simplify_stmt(s.body, inner, zeros)
+        body = simplify_stmt(s.body, inner, self.zeros)
         if body is None:
             return None
         return For(s.var, extent, s.kind, body, s.pragmas)
-    if isinstance(s, Store):
-        return Store(s.buffer, [fix(i) for i in s.indices], fix(s.value))
-    if isinstance(s, IfThenElse):
-        cond = fix(s.cond)
+
+    def visit_if(self, s: IfThenElse) -> Stmt | None:
+        cond = self.visit_expr(s.cond)
         if isinstance(cond, Const):
             chosen = s.then_body if cond.value else s.else_body
-            return None if chosen is None else simplify_stmt(chosen, ranges, zeros)
-        then_body = simplify_stmt(s.then_body, ranges, zeros)
-        else_body = None if s.else_body is None else simplify_stmt(s.else_body, ranges, zeros)
+            return None if chosen is None else self.visit(chosen)
+        then_body = self.visit(s.then_body)
+        else_body = None if s.else_body is None else self.visit(s.else_body)
         if then_body is None and else_body is None:
             return None
         if then_body is None:
             return IfThenElse(Not(cond), else_body)
         return IfThenElse(cond, then_body, else_body)
-    if isinstance(s, Allocate):
-        body = simplify_stmt(s.body, ranges, zeros)
+
+    def visit_allocate(self, s: Allocate) -> Stmt | None:
+        body = self.visit(s.body)
         return None if body is None else Allocate(s.buffer, body)
-    raise TypeError(f"unknown statement {type(s).__name__}")
-
-
-def _steps(s: Stmt) -> int | None:
-    """Statements executed by ``s`` if fully unrolled; None when a loop extent is dynamic."""
-    if isinstance(s, Seq):
-        total = 0
-        for c in s.stmts:
-            n = _steps(c)
-            if n is None:
-                return None
-            total += n
-        return total
-    if isinstance(s, For):
-        if not isinstance(s.extent, Const):
-            return None
-        n = _steps(s.body)
-        return None if n is None else int(s.extent.value) * n
-    if isinstance(s, IfThenElse):
-        a = _steps(s.then_body)
-        b = 0 if s.else_body is None else _steps(s.else_body)
-        return None if a is None or b is None else max(a, b)
-    if isinstance(s, Allocate):
-        return _steps(s.body)
-    return 1
 
 
 def unroll_loops(s: Stmt, auto_max_step: int = 0, ranges: arith.Ranges | None = None) -> Stmt:
     """Unroll loops marked ``unrolled`` and, under an ``auto_unroll_max_step`` pragma, every
     serial loop whose fully unrolled body runs at most that many statements."""
-    ranges = ranges or {}
-    if isinstance(s, Seq):
-        return seq(*[c for c in (unroll_loops(c, auto_max_step, ranges) for c in s.stmts)
-                     if c is not None])
-    if isinstance(s, Allocate):
-        return Allocate(s.buffer, unroll_loops(s.body, auto_max_step, ranges))
-    if isinstance(s, IfThenElse):
-        return IfThenElse(s.cond, unroll_loops(s.then_body, auto_max_step, ranges),
-                          None if s.else_body is None
-                          else unroll_loops(s.else_body, auto_max_step, ranges))
-    if not isinstance(s, For):
-        return s
+    return _Unroll(auto_max_step, ranges or {}).visit(s)
+
+
+class _Unroll(StmtMutator):
+    def __init__(self, auto_max_step: int, ranges: arith.Ranges):
+        self.auto_max_step = auto_max_step
+        self.ranges = ranges
+
+    def visit_seq(self, s: Seq) -> Stmt:
+        return seq(*[c for c in map(self.visit, s.stmts) if c is not None])
+
+    def visit_for(self, s: For) -> Stmt:
+        return _unroll_loop(s, self.auto_max_step, self.ranges)
+
+
+def _unroll_loop(s: For, auto_max_step: int, ranges: arith.Ranges) -> Stmt:
     max_step = max(auto_max_step, s.pragmas.get("auto_unroll_max_step", 0))
     body = unroll_loops(s.body, max_step, ranges)
     loop = For(s.var, s.extent, s.kind, body, s.pragmas)
-    steps = _steps(loop)
+    steps = UnrolledSize().visit(loop)
     explicit = s.kind == For.UNROLLED
     auto = s.kind == For.SERIAL and max_step > 0 and steps is not None and steps <= max_step
     if (explicit or auto) and isinstance(s.extent, Const) and steps is not None \
@@ -188,16 +179,21 @@ def partition_guards(s: Stmt, fixed: set[Var] | None = None,
     ranges = {} if ranges is None else ranges
     # guards already versioned, by id; holding them keeps their ids from being reused
     done = {} if done is None else done
-    if isinstance(s, Seq):
-        return Seq([partition_guards(c, fixed, ranges, done) for c in s.stmts])
-    if isinstance(s, Allocate):
-        return Allocate(s.buffer, partition_guards(s.body, fixed, ranges, done))
-    if isinstance(s, IfThenElse):
-        return IfThenElse(s.cond, partition_guards(s.then_body, fixed, ranges, done),
-                          None if s.else_body is None
-                          else partition_guards(s.else_body, fixed, ranges, done))
-    if not isinstance(s, For):
-        return s
+    return _PartitionGuards(fixed, ranges, done).visit(s)
+
+
+class _PartitionGuards(StmtMutator):
+    def __init__(self, fixed: set[Var], ranges: arith.Ranges, done: dict[int, IfThenElse]):
+        self.fixed = fixed
+        self.ranges = ranges
+        self.done = done
+
+    def visit_for(self, s: For) -> Stmt:
+        return _version_loop(s, self.fixed, self.ranges, self.done)
+
+
+def _version_loop(s: For, fixed: set[Var], ranges: arith.Ranges,
+                  done: dict[int, IfThenElse]) -> Stmt:
     inner_fixed = fixed | {s.var}
     bounds = arith.const_bounds(s.extent, ranges)
     inner_ranges = dict(ranges)
@@ -222,7 +218,7 @@ def partition_guards(s: Stmt, fixed: set[Var] | None = None,
             done[id(guard)] = guard
     body = s.body
     if conditions:
-        fast = clone_allocations(_drop_guards(body, versioned))
+        fast = clone_allocations(_DropGuards(versioned).visit(body))
         unique = {c.key(): c for c in conditions}
         full_tile = all_of(unique.values())
         body = IfThenElse(full_tile, fast,
@@ -270,76 +266,74 @@ def _linear_in(cond: Expr, var: Var) -> bool:
     return diff is not None and set(diff.terms) == {var.key()}
 
 
-def _guards_in(s: Stmt, ranges: arith.Ranges):
-    """(guard, ranges of the loops around it) for every else-less IfThenElse in ``s``."""
-    if isinstance(s, IfThenElse):
+def _guards_in(s: Stmt, ranges: arith.Ranges) -> list[tuple[IfThenElse, arith.Ranges]]:
+    """(guard, ranges of the loops around it) for every else-less IfThenElse in ``s`` (not
+    looking into loops whose extent has no constant bound)."""
+    finder = _FindGuards(ranges)
+    finder.visit(s)
+    return finder.found
+
+
+class _FindGuards(StmtVisitor):
+    def __init__(self, ranges: arith.Ranges):
+        self.ranges = ranges
+        self.found: list[tuple[IfThenElse, arith.Ranges]] = []
+
+    def visit_if(self, s: IfThenElse) -> None:
         if s.else_body is None:
-            yield s, ranges
-        yield from _guards_in(s.then_body, ranges)
-        if s.else_body is not None:
-            yield from _guards_in(s.else_body, ranges)
-    elif isinstance(s, Seq):
-        for c in s.stmts:
-            yield from _guards_in(c, ranges)
-    elif isinstance(s, Allocate):
-        yield from _guards_in(s.body, ranges)
-    elif isinstance(s, For):
-        bounds = arith.const_bounds(s.extent, ranges)
+            self.found.append((s, self.ranges))
+        super().visit_if(s)
+
+    def visit_for(self, s: For) -> None:
+        bounds = arith.const_bounds(s.extent, self.ranges)
         if bounds is not None:
-            inner = dict(ranges)
-            inner[s.var] = (0, bounds[1] - 1)
-            yield from _guards_in(s.body, inner)
+            outer = self.ranges
+            self.ranges = dict(outer)
+            self.ranges[s.var] = (0, bounds[1] - 1)
+            self.visit(s.body)
+            self.ranges = outer
 
 
-def _drop_guards(s: Stmt, versioned: dict[int, list[Expr]]) -> Stmt:
-    if isinstance(s, IfThenElse):
-        then_body = _drop_guards(s.then_body, versioned)
-        else_body = None if s.else_body is None else _drop_guards(s.else_body, versioned)
-        if id(s) in versioned:
-            keep = versioned[id(s)]
+class _DropGuards(StmtMutator):
+    """Versioned guards reduced to their kept conjuncts (gone when none is kept)."""
+
+    def __init__(self, versioned: dict[int, list[Expr]]):
+        self.versioned = versioned
+
+    def visit_if(self, s: IfThenElse) -> Stmt:
+        then_body = self.visit(s.then_body)
+        else_body = None if s.else_body is None else self.visit(s.else_body)
+        if id(s) in self.versioned:
+            keep = self.versioned[id(s)]
             return IfThenElse(all_of(keep), then_body) if keep else then_body
         return IfThenElse(s.cond, then_body, else_body)
-    if isinstance(s, Seq):
-        return Seq([_drop_guards(c, versioned) for c in s.stmts])
-    if isinstance(s, Allocate):
-        return Allocate(s.buffer, _drop_guards(s.body, versioned))
-    if isinstance(s, For):
-        return For(s.var, s.extent, s.kind, _drop_guards(s.body, versioned), s.pragmas)
-    return s
 
 
 def clone_allocations(s: Stmt) -> Stmt:
     """A copy of ``s`` whose allocated buffers are new objects (so two versions of a loop
     body can be register-promoted independently)."""
-    mapping: dict[int, Buffer] = {}
+    return _CloneAllocations().visit(s)
 
-    def fresh(buf: Buffer) -> Buffer:
-        return mapping.get(id(buf), buf)
 
-    def rewrite(e: Expr) -> Expr:
+class _CloneAllocations(StmtMutator):
+    def __init__(self) -> None:
+        self.mapping: dict[int, Buffer] = {}  # id of an old buffer -> its copy
+
+    def visit_expr(self, e: Expr) -> Expr:
         def fn(node: Expr) -> Expr | None:
-            if isinstance(node, Load) and id(node.source) in mapping:
-                return Load(mapping[id(node.source)], node.indices, node.dtype)
+            if isinstance(node, Load) and id(node.source) in self.mapping:
+                return Load(self.mapping[id(node.source)], node.indices, node.dtype)
             return None
 
         return transform(e, fn)
 
-    def visit(st: Stmt) -> Stmt:
-        if isinstance(st, Allocate):
-            old = st.buffer
-            new = Buffer(old.name, old.shape, old.dtype, old.scope)
-            new.strides = old.strides
-            mapping[id(old)] = new
-            return Allocate(new, visit(st.body))
-        if isinstance(st, Seq):
-            return Seq([visit(c) for c in st.stmts])
-        if isinstance(st, For):
-            return For(st.var, rewrite(st.extent), st.kind, visit(st.body), st.pragmas)
-        if isinstance(st, IfThenElse):
-            return IfThenElse(rewrite(st.cond), visit(st.then_body),
-                              None if st.else_body is None else visit(st.else_body))
-        if isinstance(st, Store):
-            return Store(fresh(st.buffer), [rewrite(i) for i in st.indices], rewrite(st.value))
-        return st
+    def visit_allocate(self, s: Allocate) -> Stmt:
+        old = s.buffer
+        new = Buffer(old.name, old.shape, old.dtype, old.scope)
+        new.strides = old.strides
+        self.mapping[id(old)] = new
+        return Allocate(new, self.visit(s.body))
 
-    return visit(s)
+    def visit_store(self, s: Store) -> Stmt:
+        return Store(self.mapping.get(id(s.buffer), s.buffer),
+                     [self.visit_expr(i) for i in s.indices], self.visit_expr(s.value))

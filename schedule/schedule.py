@@ -549,15 +549,21 @@ class Schedule:
 
     # ------------------------------------------------------------------ replay
     def replay(self, steps: Sequence[Sequence[Any]]) -> Schedule:
-        """Apply recorded steps (by stage and axis names); returns ``self``."""
+        """Apply recorded steps (by stage and axis names; JSON lists, or the tuples of a
+        ``Steps`` value); returns ``self``."""
         for n, step in enumerate(steps):
             try:
-                _apply_step(self, step)
+                _apply_step(self, _as_lists(step))
             except ScheduleError as err:
                 raise ScheduleError(f"step {n} {list(step)!r}: {err}") from None
             except (TypeError, ValueError, IndexError, KeyError) as err:
                 raise ScheduleError(f"step {n} {list(step)!r} is malformed: {err}") from None
         return self
+
+
+def _as_lists(value: Any) -> Any:
+    """A step with its tuples as lists (the form its primitives record)."""
+    return [_as_lists(v) for v in value] if isinstance(value, list | tuple) else value
 
 
 def _select_identity(cond: Expr, value: Expr, reducer: Any) -> Expr:

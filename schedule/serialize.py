@@ -16,6 +16,18 @@ Expressions are nested lists: ``["var", name]``, ``["const", dtype, value]``,
 ``["reduce", reducer, source, [axis names], condition-or-null]`` where ``reducer`` is
 ``{"name", "combine" (over vars x and y), "identity"}``. Decoding validates everything
 (dtypes, names, arity, index counts, depth) and raises ``ValueError`` naming the problem.
+
+The limits are chosen so that whatever decodes can also be keyed, printed, re-encoded and
+lowered (lowering and code generation recurse over expressions and nested allocations):
+
+- at most ``MAX_TENSORS`` tensors, of which at most ``MAX_COMPUTES`` computes;
+- expressions nested at most ``MAX_DEPTH`` levels in the JSON, and at most
+  ``MAX_INLINED_DEPTH`` levels once the elementwise tensors a body reads are inlined into it
+  (which a schedule may do), so a long chain of elementwise stages is refused;
+- integer constants within their dtype's range;
+- every read provably inside its tensor (see ``bounds.check_loads``): indices are bounded
+  by interval analysis over the iteration space, narrowed by ``select`` / ``where`` guards;
+  a read that may leave its tensor, or whose index cannot be bounded, is refused.
 """
 
 from __future__ import annotations
@@ -24,7 +36,10 @@ import math
 from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
+
 from . import dtype as dt
+from .bounds import check_loads
 from .dag import post_order
 from .expr import (
     ARITH_OPS,
@@ -50,11 +65,15 @@ from .expr import (
     select,
     substitute,
 )
+from .ops.spec import MAX_DIM, MAX_ELEMENTS
 from .tensor import ComputeOp, IterVar, PlaceholderOp, Reduce, Reducer, Tensor, check_body
 
 FORMAT_VERSION = 1
 MAX_DEPTH = 200
 MAX_TENSORS = 1000
+MAX_COMPUTES = 256
+MAX_NDIM = 8
+MAX_INLINED_DEPTH = 256
 
 
 # ---------------------------------------------------------------------------- encoding
@@ -163,7 +182,12 @@ class _Decoder:
                 value = float(value)
             if not isinstance(value, int | float | bool):
                 raise self.fail(f"constant value must be a number, got {value!r}")
-            return Const(value, dtype)
+            const = Const(value, dtype)
+            if dt.is_int(dtype):
+                info = np.iinfo(dt.numpy_dtype(dtype))
+                if not int(info.min) <= const.value <= int(info.max):
+                    raise self.fail(f"constant {const.value} does not fit {dtype}")
+            return const
         if kind in ARITH_OPS or kind == "pow":
             self._arity(kind, args, 2)
             return binary(kind, self.expr(args[0], sub), self.expr(args[1], sub))
@@ -199,6 +223,10 @@ class _Decoder:
         x, y = Var("x", dtype), Var("y", dtype)
         inner = _Decoder(self.tensors, {"x": x, "y": y}, self.where)
         combine = inner.expr(spec["combine"])
+        try:
+            check_loads([], combine)
+        except ValueError as err:
+            raise self.fail(f"reducer combine: {err}") from None
         identity = _Decoder({}, {}, self.where).expr(spec["identity"])
         if not isinstance(identity, Const):
             raise self.fail("a reducer's identity must be a constant")
@@ -212,6 +240,11 @@ def _shape(doc: dict, where: str) -> tuple[int, ...]:
     if not isinstance(shape, list) or not all(
             isinstance(s, int) and not isinstance(s, bool) and s >= 1 for s in shape):
         raise ValueError(f"workload JSON, {where}: shape must be a list of positive integers")
+    if len(shape) > MAX_NDIM or max(shape, default=1) > MAX_DIM \
+            or math.prod(shape) > MAX_ELEMENTS:
+        raise ValueError(f"workload JSON, {where}: shape {shape} is too large (limits: "
+                         f"{MAX_NDIM} dimensions, {MAX_DIM} per dimension, {MAX_ELEMENTS} "
+                         "elements)")
     return tuple(shape)
 
 
@@ -235,6 +268,8 @@ def from_json(doc: Any) -> list[Tensor]:
         raise ValueError(f"workload JSON: 'tensors' must be a list of 1 to {MAX_TENSORS} "
                          "entries")
     tensors: dict[str, Tensor] = {}
+    inlined: dict[int, int] = {}  # id(op) of elementwise computes -> their inlined depth
+    computes = 0
     for n, entry in enumerate(entries):
         where = f"tensor {n}"
         if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
@@ -247,7 +282,12 @@ def from_json(doc: Any) -> list[Tensor]:
         if entry.get("op") == "placeholder":
             tensors[name] = PlaceholderOp(shape, dt.check_dtype(entry.get("dtype")), name).output
         elif entry.get("op") == "compute":
-            tensors[name] = _compute(entry, shape, tensors, where)
+            computes += 1
+            if computes > MAX_COMPUTES:
+                raise ValueError(f"workload JSON: more than {MAX_COMPUTES} compute tensors")
+            tensor = _compute(entry, shape, tensors, where)
+            _check_inlined_depth(tensor, inlined, where)
+            tensors[name] = tensor
         else:
             raise ValueError(f"workload JSON, {where}: op must be 'placeholder' or 'compute'")
     outputs = _names(doc.get("outputs"), "outputs", "outputs")
@@ -266,8 +306,10 @@ def _compute(entry: dict, shape: tuple[int, ...], tensors: dict[str, Tensor],
     reduce_spec = entry.get("reduce_axis", [])
     if not isinstance(reduce_spec, list) or not all(
             isinstance(r, list) and len(r) == 2 and isinstance(r[0], str)
-            and isinstance(r[1], int) and r[1] >= 1 for r in reduce_spec):
-        raise ValueError(f"workload JSON, {where}: reduce_axis must be [[name, extent], ...]")
+            and isinstance(r[1], int) and not isinstance(r[1], bool)
+            and 1 <= r[1] <= MAX_DIM for r in reduce_spec):
+        raise ValueError(f"workload JSON, {where}: reduce_axis must be [[name, extent], ...] "
+                         f"with extents from 1 to {MAX_DIM}")
     axis = [IterVar(Var(n), s, IterVar.SPATIAL) for n, s in zip(axis_names, shape, strict=True)]
     reduce_axis = [IterVar(Var(n), e, IterVar.REDUCE) for n, e in reduce_spec]
     variables = {iv.name: iv.var for iv in [*axis, *reduce_axis]}
@@ -291,5 +333,43 @@ def _compute(entry: dict, shape: tuple[int, ...], tensors: dict[str, Tensor],
             raise decoder.fail("reduce_axis given but the body is not a reduction")
         body = decoder.expr(body_doc)
     check_body(entry["name"], axis, body)
+    try:
+        check_loads(axis, body)
+    except ValueError as err:
+        raise decoder.fail(str(err)) from None
     tag = entry.get("tag", "")
     return ComputeOp(entry["name"], axis, body, tag if isinstance(tag, str) else "").output
+
+
+def _check_inlined_depth(tensor: Tensor, inlined: dict[int, int], where: str) -> None:
+    """Refuse a compute whose body, with the elementwise computes it reads inlined (as a
+    schedule may), nests deeper than ``MAX_INLINED_DEPTH``; record its own inlined depth."""
+    op = tensor.op
+    assert isinstance(op, ComputeOp)
+    depth: dict[int, int] = {}
+    stack: list[tuple[Expr, bool]] = [(op.body, False)]
+    while stack:  # iterative post-order over the body, each shared node once
+        node, ready = stack.pop()
+        if id(node) in depth:
+            continue
+        kids = node.children()
+        if not ready:
+            stack.append((node, True))
+            stack.extend((k, False) for k in kids if id(k) not in depth)
+            continue
+        below = max((depth[id(k)] for k in kids), default=0)
+        if isinstance(node, Load) and isinstance(node.source, Tensor) \
+                and id(node.source.op) in inlined:
+            # inlining puts the body in place of the load, the indices in place of its axis
+            # variables (leaves): at most the body's depth - 1 + the deepest index
+            depth[id(node)] = below + inlined[id(node.source.op)] - 1
+        else:
+            depth[id(node)] = below + 1
+    total = depth[id(op.body)]
+    if total > MAX_INLINED_DEPTH:
+        raise ValueError(f"workload JSON, {where}: its expression, counting the elementwise "
+                         f"tensors it reads (which a schedule may inline), nests {total} levels, "
+                         f"more than {MAX_INLINED_DEPTH}; split the computation into several "
+                         "workloads")
+    if not isinstance(op.body, Reduce):
+        inlined[id(op)] = total

@@ -14,11 +14,11 @@ default (or, for ``vector-bits``, from what the ISA implies).
 kind      options, in canonical order
 ========  ==========================================================================
 cpu       ``isa`` (always; avx512 | avx2 | sse4 | neon | generic), ``cores`` (always;
-          int >= 1), ``vector-bits`` (power of two, 64..2048; default: implied by isa)
-cuda      ``arch`` (always; ``sm_<digits>``), ``max-threads-per-block`` (1..1024,
-          default 1024), ``shared-memory-bytes`` (int >= 1, default 49152)
-vta       ``config`` (always; ``BATCHxBLOCK_INxBLOCK_OUT``, powers of two, default
-          ``1x16x16``)
+          1..1024), ``vector-bits`` (power of two, 64..2048; default: implied by isa)
+cuda      ``arch`` (always; ``sm_<1 to 4 digits>``), ``max-threads-per-block``
+          (1..1024, default 1024), ``shared-memory-bytes`` (1..1 MiB, default 49152)
+vta       ``config`` (always; ``BATCHxBLOCK_INxBLOCK_OUT``, powers of two, each at most
+          256, default ``1x16x16``)
 ========  ==========================================================================
 
 Facts about the physical device that do not change which program is best in a way the
@@ -31,6 +31,11 @@ the kind override what was detected (``cpu -isa=avx2`` keeps the host's core cou
 ``Target.parse("cuda")`` asks ``nvidia-smi`` for the first GPU's architecture. The
 environment variable ``TENSORTUNE_CPU_ISA`` lowers the detected host ISA (to test, say,
 the AVX2 path on an AVX-512 machine); it must name an ISA the host supports.
+
+Every numeric option is bounded (``MAX_CORES`` cores at most, whatever the host), so a
+target string from a request can never ask the generated code for absurd resources. A
+target may still name more cores than the machine that runs it has: a device checks that
+with :meth:`Target.check_cores` (or caps its threads with :meth:`Target.threads`).
 
 This module imports only the standard library.
 """
@@ -51,8 +56,12 @@ __all__ = [
     "CPU_ISAS",
     "CPU_ISA_ENV",
     "DEFAULT_VTA_CONFIG",
+    "MAX_CORES",
+    "MAX_SHARED_MEMORY_BYTES",
+    "MAX_VTA_DIM",
     "TARGET_KINDS",
     "Target",
+    "host_cores",
     "host_cpu_target",
     "host_cuda_target",
 ]
@@ -67,6 +76,17 @@ CPU_ISA_ENV = "TENSORTUNE_CPU_ISA"
 """Environment variable that lowers the ISA detected for the host CPU."""
 
 DEFAULT_VTA_CONFIG = "1x16x16"
+
+MAX_CORES = 1024
+"""The most cores a cpu target may name (the generated code's ``num_threads``)."""
+
+MAX_SHARED_MEMORY_BYTES = 1 << 20
+"""The most shared memory per block a cuda target may name."""
+
+MAX_VTA_DIM = 256
+"""The largest batch / block size of a vta configuration."""
+
+_MAX_INT_DIGITS = 20  # longer digit strings are refused before int() sees them
 
 OptionValue = int | str
 
@@ -115,7 +135,7 @@ _DEFAULT_CACHE_BYTES: dict[str, int] = {
 }
 _UNKNOWN_MODEL = "unknown"
 
-_SM_RE = re.compile(r"sm_\d+")
+_SM_RE = re.compile(r"sm_\d{1,4}")
 _DIGITS_RE = re.compile(r"\d+")
 _VTA_RE = re.compile(r"(\d+)x(\d+)x(\d+)")
 
@@ -135,6 +155,8 @@ def _to_int(kind: str, key: str, value: Any) -> int:
     if isinstance(value, int):
         return value
     if isinstance(value, str) and _DIGITS_RE.fullmatch(value):
+        if len(value) > _MAX_INT_DIGITS:
+            raise ValueError(f"{kind} option -{key}={value[:24]}...: the number is too large")
         return int(value)
     raise ValueError(f"{kind} option -{key}={value}: expected a non-negative integer")
 
@@ -149,16 +171,17 @@ def _validate_option(kind: str, key: str, value: Any) -> OptionValue:
         )
     if key in _INT_KEYS:
         n = _to_int(kind, key, value)
-        if key == "cores" and n < 1:
-            raise ValueError(f"cpu option -cores={n}: must be >= 1")
+        if key == "cores" and not 1 <= n <= MAX_CORES:
+            raise ValueError(f"cpu option -cores={n}: must be in 1..{MAX_CORES}")
         if key == "vector-bits" and not (_is_power_of_two(n) and 64 <= n <= 2048):
             raise ValueError(
                 f"cpu option -vector-bits={n}: must be a power of two between 64 and 2048"
             )
         if key == "max-threads-per-block" and not 1 <= n <= 1024:
             raise ValueError(f"cuda option -max-threads-per-block={n}: must be in 1..1024")
-        if key == "shared-memory-bytes" and n < 1:
-            raise ValueError(f"cuda option -shared-memory-bytes={n}: must be >= 1")
+        if key == "shared-memory-bytes" and not 1 <= n <= MAX_SHARED_MEMORY_BYTES:
+            raise ValueError(f"cuda option -shared-memory-bytes={n}: must be in "
+                             f"1..{MAX_SHARED_MEMORY_BYTES}")
         return n
     if not isinstance(value, str):
         raise ValueError(f"{kind} option -{key}={value!r}: expected a string")
@@ -171,15 +194,18 @@ def _validate_option(kind: str, key: str, value: Any) -> OptionValue:
     if key == "arch":
         if not _SM_RE.fullmatch(value):
             raise ValueError(
-                f"bad cuda arch {value!r} in -arch={value}; expected sm_<digits>, e.g. sm_80, sm_90"
+                f"bad cuda arch {value[:40]!r} in -arch={value[:40]}; expected sm_<1 to 4 "
+                "digits>, e.g. sm_80, sm_90"
             )
         return value
     if key == "config":
-        m = _VTA_RE.fullmatch(value)
-        if not m or not all(_is_power_of_two(int(g)) for g in m.groups()):
+        m = _VTA_RE.fullmatch(value) if len(value) <= 3 * _MAX_INT_DIGITS else None
+        if not m or not all(len(g) <= _MAX_INT_DIGITS and _is_power_of_two(int(g))
+                            and int(g) <= MAX_VTA_DIM for g in m.groups()):
             raise ValueError(
-                f"bad vta config {value!r} in -config={value}; expected "
-                "BATCHxBLOCK_INxBLOCK_OUT with powers of two, e.g. 1x16x16"
+                f"bad vta config {value[:64]!r} in -config={value[:64]}; expected "
+                f"BATCHxBLOCK_INxBLOCK_OUT with powers of two up to {MAX_VTA_DIM}, "
+                "e.g. 1x16x16"
             )
         return "x".join(str(int(g)) for g in m.groups())
     raise AssertionError(f"unhandled option {key!r}")  # pragma: no cover
@@ -422,6 +448,22 @@ class Target:
         self._need("cpu", "cores")
         return int(self.options["cores"])
 
+    def threads(self, available: int | None = None) -> int:
+        """Threads a program for this cpu target should use where ``available`` cores
+        (default: this host's) exist: the target's cores, capped by what is there."""
+        have = host_cores() if available is None else available
+        return max(1, min(self.cores, have))
+
+    def check_cores(self, available: int | None = None) -> None:
+        """Raise ``ValueError`` when this cpu target names more cores than ``available``
+        (default: this host's); a no-op for other kinds."""
+        if self.kind != "cpu":
+            return
+        have = host_cores() if available is None else available
+        if self.cores > have:
+            raise ValueError(f"target {self.canonical!r} needs {self.cores} cores but this "
+                             f"machine has {have}; use -cores=<1..{have}>")
+
     @property
     def vector_bits(self) -> int:
         """SIMD register width in bits (explicit ``vector-bits`` or implied by the ISA)."""
@@ -600,9 +642,15 @@ def _read_cache_sizes(cache_dir: str | Path) -> dict[str, int]:
 
 def _host_cores() -> int:
     try:
-        return max(1, len(os.sched_getaffinity(0)))
+        n = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
+        n = os.cpu_count() or 1
+    return max(1, min(n, MAX_CORES))
+
+
+def host_cores() -> int:
+    """The cores this process may run on (its CPU affinity), at most ``MAX_CORES``."""
+    return _host_cores()
 
 
 @functools.lru_cache(maxsize=1)

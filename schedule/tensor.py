@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from . import dtype as dt
-from .expr import Const, Expr, Load, Var, as_expr, const, walk
+from .expr import Const, Expr, Load, Var, as_expr, walk
 
 
 class TensorExprError(ValueError):
@@ -324,10 +324,6 @@ def check_body(name: str, axis: list[IterVar], body: Expr) -> None:
                     f"compute {name}: variable '{node.name}' is neither an axis of this compute "
                     "nor one of the reduce axes of its reduction (mismatched reduce axes?)"
                 )
-
-
-def default_sum() -> Reducer:
-    return Reducer("sum", lambda x, y: x + y, lambda t: const(0, t))
 
 
 def min_value(dtype: str) -> Expr:

@@ -33,7 +33,19 @@ from .expr import (
     transform,
     walk,
 )
-from .loop_ir import Allocate, Buffer, For, IfThenElse, Seq, Stmt, Store, seq
+from .loop_ir import (
+    Allocate,
+    Buffer,
+    For,
+    IfThenElse,
+    Seq,
+    Stmt,
+    StmtMutator,
+    StmtVisitor,
+    Store,
+    VStore,
+    seq,
+)
 from .partition import partition_loop
 
 
@@ -95,13 +107,6 @@ class Lanes(Expr):
         return ("lanes", *(v.key() for v in self.values))
 
 
-class VStore(Stmt):
-    __slots__ = ("base", "buffer", "lanes", "value")
-
-    def __init__(self, buffer: Buffer, base: Expr, value: Expr, lanes: int):
-        self.buffer, self.base, self.value, self.lanes = buffer, base, value, lanes
-
-
 def vector_dtype(scalar: str, lanes: int) -> str:
     return f"{scalar}x{lanes}"
 
@@ -139,37 +144,34 @@ def _flatten_expr(e: Expr) -> Expr:
 
 def flatten(s: Stmt) -> Stmt:
     """Multi-dimensional buffer indices become one flat (row-major, strided) index."""
-    if isinstance(s, Seq):
-        return Seq([flatten(c) for c in s.stmts])
-    if isinstance(s, For):
-        return For(s.var, s.extent, s.kind, flatten(s.body), s.pragmas)
-    if isinstance(s, Store):
+    return _Flatten().visit(s)
+
+
+class _Flatten(StmtMutator):
+    def visit_expr(self, e: Expr) -> Expr:
+        return _flatten_expr(e)
+
+    def visit_store(self, s: Store) -> Stmt:
         idx = flat_index(s.buffer, s.indices)
         return Store(s.buffer, (idx,), _flatten_expr(s.value))
-    if isinstance(s, IfThenElse):
-        return IfThenElse(_flatten_expr(s.cond), flatten(s.then_body),
-                          None if s.else_body is None else flatten(s.else_body))
-    if isinstance(s, Allocate):
-        return Allocate(s.buffer, flatten(s.body))
-    raise TypeError(f"unknown statement {type(s).__name__}")
 
 
 # ---------------------------------------------------------------------------- vectorize
 
 
 def vectorize(s: Stmt, vector_bytes: int) -> Stmt:
-    if isinstance(s, Seq):
-        return Seq([vectorize(c, vector_bytes) for c in s.stmts])
-    if isinstance(s, Allocate):
-        return Allocate(s.buffer, vectorize(s.body, vector_bytes))
-    if isinstance(s, IfThenElse):
-        return IfThenElse(s.cond, vectorize(s.then_body, vector_bytes),
-                          None if s.else_body is None else vectorize(s.else_body, vector_bytes))
-    if not isinstance(s, For):
-        return s
-    if s.kind != For.VECTORIZED:
-        return For(s.var, s.extent, s.kind, vectorize(s.body, vector_bytes), s.pragmas)
-    return seq(*(_vectorize_or_keep(piece, vector_bytes) for piece in partition_loop(s)))
+    return _Vectorize(vector_bytes).visit(s)
+
+
+class _Vectorize(StmtMutator):
+    def __init__(self, vector_bytes: int):
+        self.vector_bytes = vector_bytes
+
+    def visit_for(self, s: For) -> Stmt:
+        if s.kind != For.VECTORIZED:
+            return super().visit_for(s)
+        return seq(*(_vectorize_or_keep(piece, self.vector_bytes)
+                     for piece in partition_loop(s)))
 
 
 def _vectorize_or_keep(loop: For, vector_bytes: int) -> Stmt:
@@ -210,19 +212,29 @@ def _vectorize_loop(loop: For, vector_bytes: int) -> Stmt:
 
 
 def _straight_line(s: Stmt, var: Var) -> list[Store]:
-    if isinstance(s, Store):
-        return [s]
-    if isinstance(s, Seq):
-        out: list[Store] = []
-        for c in s.stmts:
-            out.extend(_straight_line(c, var))
-        return out
-    if isinstance(s, IfThenElse) and var not in free_vars(s.cond):
-        out = _straight_line(s.then_body, var)
-        if s.else_body is not None:
-            out += _straight_line(s.else_body, var)
-        return out
-    raise CannotVectorize(type(s).__name__)
+    """The stores of ``s``, which may only hold stores under guards independent of ``var``."""
+    finder = _StraightLine(var)
+    finder.visit(s)
+    return finder.stores
+
+
+class _StraightLine(StmtVisitor):
+    def __init__(self, var: Var):
+        self.var = var
+        self.stores: list[Store] = []
+
+    def visit_store(self, s: Store) -> None:
+        self.stores.append(s)
+
+    def visit_if(self, s: IfThenElse) -> None:
+        if self.var in free_vars(s.cond):
+            raise CannotVectorize(type(s).__name__)
+        super().visit_if(s)
+
+    def _refuse(self, s: Stmt) -> None:
+        raise CannotVectorize(type(s).__name__)
+
+    visit_for = visit_vstore = visit_allocate = _refuse
 
 
 def _substitute_stmt(s: Stmt, mapping: dict[Var, Expr]) -> Stmt:
@@ -232,22 +244,30 @@ def _substitute_stmt(s: Stmt, mapping: dict[Var, Expr]) -> Stmt:
 
 
 def _vector_stmt(s: Stmt, var: Var, start: int, lanes: int) -> Stmt:
-    if isinstance(s, Seq):
-        return Seq([_vector_stmt(c, var, start, lanes) for c in s.stmts])
-    if isinstance(s, IfThenElse):
-        cond = arith.simplify(substitute(s.cond, {var: Const(start, var.dtype)}))
-        return IfThenElse(cond, _vector_stmt(s.then_body, var, start, lanes),
-                          None if s.else_body is None
-                          else _vector_stmt(s.else_body, var, start, lanes))
-    assert isinstance(s, Store)
-    index = s.indices[0]
-    coeff, base = _stride(index, var, start)
-    if coeff != 1:
-        raise CannotVectorize("store stride")
-    value = _vec(s.value, var, start, lanes)
-    if split_vector_dtype(value.dtype)[1] == 1:
-        value = Broadcast(value, lanes)
-    return VStore(s.buffer, base, value, lanes)
+    """The vector form of a straight-line body for lanes ``var = start .. start + lanes - 1``
+    (guards do not depend on ``var``)."""
+    return _VectorStmt(var, start, lanes).visit(s)
+
+
+class _VectorStmt(StmtMutator):
+    def __init__(self, var: Var, start: int, lanes: int):
+        self.var, self.start, self.lanes = var, start, lanes
+
+    def visit_if(self, s: IfThenElse) -> Stmt:
+        var = self.var
+        cond = arith.simplify(substitute(s.cond, {var: Const(self.start, var.dtype)}))
+        return IfThenElse(cond, self.visit(s.then_body),
+                          None if s.else_body is None else self.visit(s.else_body))
+
+    def visit_store(self, s: Store) -> Stmt:
+        var, start, lanes = self.var, self.start, self.lanes
+        coeff, base = _stride(s.indices[0], var, start)
+        if coeff != 1:
+            raise CannotVectorize("store stride")
+        value = _vec(s.value, var, start, lanes)
+        if split_vector_dtype(value.dtype)[1] == 1:
+            value = Broadcast(value, lanes)
+        return VStore(s.buffer, base, value, lanes)
 
 
 def _stride(index: Expr, var: Var, start: int) -> tuple[int | None, Expr]:
@@ -330,37 +350,28 @@ def promote_registers(s: Stmt) -> dict[Buffer, int]:
         value = int(index.value) if isinstance(index, Const) else -1
         accesses.setdefault(buf, set()).add((kind, value, lanes))
 
-    def visit_expr(e: Expr) -> None:
-        for n in walk(e):
-            if isinstance(n, VLoad):
-                record(n.buffer, "v", n.base, n.lanes)
-            elif isinstance(n, Load) and isinstance(n.source, Buffer):
-                record(n.source, "s", n.indices[0], 1)
+    class Accesses(StmtVisitor):
+        def visit_expr(self, e: Expr) -> None:
+            for n in walk(e):
+                if isinstance(n, VLoad):
+                    record(n.buffer, "v", n.base, n.lanes)
+                elif isinstance(n, Load) and isinstance(n.source, Buffer):
+                    record(n.source, "s", n.indices[0], 1)
 
-    def visit(st: Stmt) -> None:
-        if isinstance(st, Allocate):
+        def visit_allocate(self, st: Allocate) -> None:
             if st.buffer.scope == "local":
                 local.append(st.buffer)
-            visit(st.body)
-        elif isinstance(st, Seq):
-            for c in st.stmts:
-                visit(c)
-        elif isinstance(st, For):
-            visit_expr(st.extent)
-            visit(st.body)
-        elif isinstance(st, IfThenElse):
-            visit_expr(st.cond)
-            visit(st.then_body)
-            if st.else_body is not None:
-                visit(st.else_body)
-        elif isinstance(st, Store):
-            record(st.buffer, "s", st.indices[0], 1)
-            visit_expr(st.value)
-        elif isinstance(st, VStore):
-            record(st.buffer, "v", st.base, st.lanes)
-            visit_expr(st.value)
+            super().visit_allocate(st)
 
-    visit(s)
+        def visit_store(self, st: Store) -> None:
+            record(st.buffer, "s", st.indices[0], 1)
+            self.visit_expr(st.value)
+
+        def visit_vstore(self, st: VStore) -> None:
+            record(st.buffer, "v", st.base, st.lanes)
+            self.visit_expr(st.value)
+
+    Accesses().visit(s)
     promoted: dict[Buffer, int] = {}
     for buf in local:
         acc = accesses.get(buf, set())

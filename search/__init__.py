@@ -1,24 +1,30 @@
 """Search layer: search tasks, sketch rules, annotation sampling and evolutionary search.
 
 Imports only ``cost_model`` and ``schedule`` (their top-level packages). The tuner drives a
-policy through two calls::
+policy (``SearchPolicy``) through two calls::
 
     from search import SearchTask, make_policy
-    policy = make_policy(SearchTask(workload, "cpu"), policy="sketch", cost_model="xgb")
+    policy = make_policy(SearchTask(workload, target), policy="sketch", cost_model="xgb")
     candidates = policy.propose(64)          # programs never measured before
-    policy.update([c.steps for c in candidates], costs)   # costs: seconds, [] if failed
+    policy.notify(candidates, latencies)     # median seconds of each, None if it failed
 """
 
+from .base import Candidate, PastMeasurement, SearchPolicy, SearchStats, steps_key
 from .policy import (
-    Candidate,
-    PastMeasurement,
     RandomPolicy,
     Scorer,
     SearchParams,
-    SearchStats,
+    SketchCandidate,
     SketchPolicy,
     make_scorer,
-    steps_key,
+)
+from .registry import (
+    POLICIES,
+    PolicyFactory,
+    policy_kinds,
+    register_policy,
+    searchable_kinds,
+    unregister_policy,
 )
 from .rules import (
     RuleResult,
@@ -31,19 +37,20 @@ from .sketch import InvalidProgram, Sketch, SketchOp, decision_space, instantiat
 from .space import ChoiceDecision, Decision, TileDecision
 from .task import SearchTask
 
-#: The policies by name (``tensortune tune --policy``).
-POLICIES = {"sketch": SketchPolicy, "random": RandomPolicy}
 #: The cost models a policy can be guided by (``tensortune tune --cost-model``).
 COST_MODELS = ("xgb", "sklearn", "analytic", "random")
 
 
 def make_policy(task: SearchTask, policy: str = "sketch", cost_model: str = "xgb",
-                seed: int = 0, params: SearchParams | None = None) -> SketchPolicy:
+                seed: int = 0, params: SearchParams | None = None) -> SearchPolicy:
     """A search policy by name for ``task``, guided by the cost model ``cost_model``."""
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; one of {', '.join(POLICIES)}")
     if cost_model not in COST_MODELS:
         raise ValueError(f"unknown cost model {cost_model!r}; one of {', '.join(COST_MODELS)}")
+    if task.target.kind not in policy_kinds(policy):
+        raise ValueError(f"policy {policy!r} cannot search {task.target.kind} targets "
+                         f"(it searches: {', '.join(policy_kinds(policy))})")
     if policy == "random":  # samples blindly: a cost model would only cost training time
         cost_model = "random"
     return POLICIES[policy](task, cost_model, seed=seed, params=params)
@@ -57,13 +64,16 @@ __all__ = [
     "Decision",
     "InvalidProgram",
     "PastMeasurement",
+    "PolicyFactory",
     "RandomPolicy",
     "RuleResult",
     "Scorer",
     "SearchParams",
+    "SearchPolicy",
     "SearchStats",
     "SearchTask",
     "Sketch",
+    "SketchCandidate",
     "SketchContext",
     "SketchOp",
     "SketchPolicy",
@@ -73,8 +83,12 @@ __all__ = [
     "instantiate",
     "make_policy",
     "make_scorer",
+    "policy_kinds",
+    "register_policy",
     "register_sketch_rule",
     "sampler",
+    "searchable_kinds",
     "steps_key",
+    "unregister_policy",
     "unregister_sketch_rule",
 ]

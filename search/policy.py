@@ -1,4 +1,5 @@
-"""The search policies the tuner drives: ``propose(n)`` candidates, ``update`` with results.
+"""The sketch search policies: ``SketchPolicy`` and ``RandomPolicy`` (see ``search.base``
+for the interface the tuner drives: ``propose(n)``, ``notify(candidates, costs)``).
 
 ``SketchPolicy`` keeps a population of programs (sketch + decisions), evolves it with
 mutations (tile sizes, parallel granularity, auto-unroll depth, compute locations) and
@@ -11,7 +12,6 @@ an epsilon-greedy share of random ones. ``RandomPolicy`` samples programs unifor
 from __future__ import annotations
 
 import heapq
-import json
 import math
 import random
 import time
@@ -22,49 +22,42 @@ from typing import Any, Protocol
 import numpy as np
 
 from cost_model import ProgramScorer, make_cost_model
-from schedule import lower
+from schedule import Steps, lower, make_schedule
 
+from .base import (
+    Candidate,
+    PastMeasurement,
+    SearchPolicy,
+    SearchStats,
+    steps_key,
+)
+from .registry import register_policy
 from .rules import generate_sketches
 from .sketch import InvalidProgram, Sketch, decision_space, instantiate, sampler
 from .space import ChoiceDecision, Decision, TileDecision
 from .task import SearchTask
 
 
-@dataclass
-class Candidate:
-    """One program: which sketch, the value of each decision, and the resulting steps."""
+@dataclass(frozen=True, eq=False)
+class SketchCandidate(Candidate):
+    """A program of a sketch policy: its sketch (index and name) and decision values."""
 
-    sketch: int
-    decisions: dict[str, Any]
-    steps: list[list[Any]]
+    sketch: int = 0
+    sketch_name: str = ""
+    decisions: dict[str, Any] = field(default_factory=dict)
 
     @property
-    def key(self) -> str:
-        return steps_key(self.steps)
-
-    def origin(self, sketches: Sequence[Sketch]) -> dict[str, Any]:
+    def origin(self) -> dict[str, Any]:
         """How this program was made, as JSON (stored with its record for warm starts)."""
-        return {"sketch": sketches[self.sketch].name,
+        return {"sketch": self.sketch_name,
                 "decisions": {name: _to_json(value) for name, value in self.decisions.items()}}
-
-
-@dataclass(frozen=True)
-class PastMeasurement:
-    """A program measured earlier (e.g. a database record): its steps, its costs (empty
-    when it failed) and, when known, the origin it was made from (:meth:`Candidate.origin`)."""
-
-    steps: list[list[Any]]
-    costs: list[float]
-    origin: dict[str, Any] | None = None
-
-
-def steps_key(steps: Sequence[Sequence[Any]]) -> str:
-    return json.dumps(steps, separators=(",", ":"))
 
 
 class Scorer(Protocol):
     """What the policy needs from a cost model: scores (higher is faster) for lowered
-    programs, and training on measured ones."""
+    programs, and training on measured ones. A scorer with a ``model`` (a
+    ``cost_model.CostModel``, as ``ProgramScorer`` has) lets the policy export and import
+    what it learned."""
 
     def predict(self, programs: list[Any]) -> np.ndarray: ...
 
@@ -108,15 +101,7 @@ class SearchParams:
         "tile": 0.85, "unroll": 0.05, "location": 0.05, "parallel": 0.03, "other": 0.02})
 
 
-@dataclass
-class SearchStats:
-    proposals: int = 0
-    sampled: int = 0
-    invalid: int = 0
-    seconds: float = 0.0
-
-
-class SketchPolicy:
+class SketchPolicy(SearchPolicy):
     """Evolutionary search over the sketches of one task, guided by a cost model."""
 
     def __init__(self, task: SearchTask, scorer: Scorer | str | None = None, seed: int = 0,
@@ -132,18 +117,19 @@ class SketchPolicy:
         self.spaces: list[dict[str, Decision]] = [decision_space(task, sk)
                                                   for sk in self.sketches]
         self.measured: dict[str, float] = {}  # steps key -> throughput (0 for failures)
-        self.known: dict[str, Candidate] = {}  # every candidate this policy built
+        self.known: dict[str, SketchCandidate] = {}  # every candidate this policy built
         self.stats = SearchStats()
         self._programs: dict[str, Any] = {}  # steps key -> lowered program (features input)
 
     # ------------------------------------------------------------------ building programs
-    def _build(self, sketch: int, decisions: dict[str, Any]) -> Candidate | None:
+    def _build(self, sketch: int, decisions: dict[str, Any]) -> SketchCandidate | None:
         decisions = dict(decisions)
         space = self.spaces[sketch]
         try:
             s, args = instantiate(self.task, self.sketches[sketch],
                                   sampler(decisions, space, self.rng))
-            cand = Candidate(sketch, decisions, s.steps)
+            cand = SketchCandidate(Steps(s.steps), sketch, self.sketches[sketch].name,
+                                   decisions)
             if cand.key not in self._programs:  # evolution often meets a program again
                 self._programs[cand.key] = lower(s, args, unroll=False)
         except (InvalidProgram, ValueError):
@@ -152,13 +138,13 @@ class SketchPolicy:
         self.known.setdefault(cand.key, cand)
         return cand
 
-    def sample(self) -> Candidate | None:
+    def sample(self) -> SketchCandidate | None:
         """A random program: a random sketch with every decision drawn at random."""
         self.stats.sampled += 1
         return self._build(self.rng.randrange(len(self.sketches)), {})
 
-    def _sample_many(self, n: int, attempts: int | None = None) -> list[Candidate]:
-        out: list[Candidate] = []
+    def _sample_many(self, n: int, attempts: int | None = None) -> list[SketchCandidate]:
+        out: list[SketchCandidate] = []
         for _ in range(attempts or n * 4):
             if len(out) >= n:
                 break
@@ -168,7 +154,7 @@ class SketchPolicy:
         return out
 
     # ------------------------------------------------------------------ variation
-    def _mutate(self, parent: Candidate) -> Candidate | None:
+    def _mutate(self, parent: SketchCandidate) -> SketchCandidate | None:
         space = self.spaces[parent.sketch]
         if not space:
             return None
@@ -188,10 +174,10 @@ class SketchPolicy:
             if name in parent.decisions else space[name].sample(self.rng)
         return self._build(parent.sketch, decisions)
 
-    def _crossover(self, a: Candidate, b: Candidate) -> Candidate | None:
+    def _crossover(self, a: SketchCandidate, b: SketchCandidate) -> SketchCandidate | None:
         """Per stage, take all of that stage's decisions from one parent."""
         by_stage: dict[str, list[str]] = {}
-        for name in set(a.decisions) | set(b.decisions):
+        for name in sorted(set(a.decisions) | set(b.decisions)):  # same order in any process
             by_stage.setdefault(name.split(":")[1] if ":" in name else name, []).append(name)
         child: dict[str, Any] = {}
         for names in by_stage.values():
@@ -202,26 +188,25 @@ class SketchPolicy:
         return self._build(a.sketch, child)
 
     # ------------------------------------------------------------------ scoring
-    def _scores(self, cands: list[Candidate]) -> np.ndarray:
+    def _scores(self, cands: list[SketchCandidate]) -> np.ndarray:
         if not cands:
             return np.zeros(0)
         return np.asarray(self.scorer.predict([self._programs[c.key] for c in cands]),
                           dtype=float)
 
-    def _select(self, population: list[Candidate], scores: np.ndarray) -> Candidate:
+    def _select(self, population: list[SketchCandidate], scores: np.ndarray) -> SketchCandidate:
         weights = np.maximum(scores - scores.min(), 0) + 1e-9
         return population[self.rng.choices(range(len(population)), weights.tolist())[0]]
 
     # ------------------------------------------------------------------ the interface
     def propose(self, n: int) -> list[Candidate]:
-        """The next ``n`` programs to measure (fewer only if the space is exhausted)."""
         start = time.perf_counter()
         p = self.params
         population = self._sample_many(p.population)
         seeds = sorted((c for c in self.known.values() if self.measured.get(c.key, 0) > 0),
                        key=lambda c: -self.measured[c.key])
         population += seeds[:int(p.population * p.measured_seed_ratio)]
-        best: dict[str, tuple[float, Candidate]] = {}
+        best: dict[str, tuple[float, SketchCandidate]] = {}
         for generation in range(p.generations + 1):
             if not population:
                 break
@@ -231,7 +216,7 @@ class SketchPolicy:
                     best[cand.key] = (float(score), cand)
             if generation == p.generations:
                 break
-            offspring: list[Candidate] = []
+            offspring: list[SketchCandidate] = []
             for _ in range(p.population * 2):
                 if len(offspring) >= p.population:
                     break
@@ -257,7 +242,7 @@ class SketchPolicy:
         self.stats.seconds += time.perf_counter() - start
         return picks
 
-    def _fill_randomly(self, picks: list[Candidate], n: int) -> list[Candidate]:
+    def _fill_randomly(self, picks: list[SketchCandidate], n: int) -> list[Candidate]:
         """Top up ``picks`` with random unmeasured programs; mark all as proposed (a program
         is never proposed twice)."""
         taken = {c.key for c in picks}
@@ -271,24 +256,31 @@ class SketchPolicy:
         for cand in picks:
             self.measured.setdefault(cand.key, 0.0)
         self.stats.proposals += len(picks)
-        return picks
+        return list(picks)
 
-    def update(self, steps: Sequence[Sequence[Sequence[Any]]],
-               costs: Sequence[Sequence[float] | None]) -> None:
-        """Feed measurements back: for each program (its steps), its costs in seconds, or
-        None / empty for a failed measurement. Retrains the cost model."""
+    def notify(self, candidates: Sequence[Candidate], costs: Sequence[float | None]) -> None:
+        """Feed measurements back (retrains the cost model)."""
         programs, throughputs = [], []
-        for prog_steps, prog_costs in zip(steps, costs, strict=True):
-            key = steps_key(prog_steps)
-            throughput = 1.0 / float(np.median(prog_costs)) if prog_costs else 0.0
+        for cand, cost in zip(candidates, costs, strict=True):
+            key = cand.key
+            throughput = 1.0 / cost if cost else 0.0
             self.measured[key] = throughput
-            func = self._programs.get(key) or self._lower_steps(prog_steps)
+            func = self._programs.get(key) or self._lower_steps(cand.steps)
             if func is not None:
                 self._programs[key] = func
                 programs.append(func)
                 throughputs.append(throughput)
         if programs:
             self.scorer.update(programs, throughputs)
+
+    def export_model(self) -> bytes | None:
+        model = getattr(self.scorer, "model", None)
+        return model.save() if model is not None and model.num_samples else None
+
+    def import_model(self, data: bytes) -> None:
+        model = getattr(self.scorer, "model", None)
+        if model is not None:
+            model.load(data)
 
     def warm_start(self, past: Sequence[PastMeasurement]) -> int:
         """Learn from earlier measurements of this task: the cost model trains on them, they
@@ -306,14 +298,13 @@ class SketchPolicy:
             cand = self._build(sketch, {k: _from_json(v) for k, v in decisions.items()})
             if cand is not None and cand.key == steps_key(item.steps):
                 rebuilt += 1
-        self.update([item.steps for item in past], [item.costs for item in past])
+        super().warm_start(past)
         return rebuilt
 
-    def _lower_steps(self, steps: Sequence[Sequence[Any]]) -> Any:
+    def _lower_steps(self, steps: Steps) -> Any:
         """Lower a measured program that this policy did not build (e.g. from the database)."""
         try:
-            s, args = self.task.new_schedule()
-            s.replay(steps)
+            s, args = make_schedule(self.task.workload, steps)
             return lower(s, args, unroll=False)
         except ValueError:
             return None
@@ -346,3 +337,7 @@ class RandomPolicy(SketchPolicy):
         picks = self._fill_randomly([], n)
         self.stats.seconds += time.perf_counter() - start
         return picks
+
+
+register_policy("sketch", SketchPolicy)
+register_policy("random", RandomPolicy)

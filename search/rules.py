@@ -12,7 +12,7 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from schedule import te
+from schedule import make_schedule, te
 
 from . import analysis
 from .sketch import Sketch, SketchOp
@@ -132,7 +132,7 @@ MAX_SKETCHES = 64
 
 def generate_sketches(task: SearchTask) -> list[Sketch]:
     """All sketches of a task (every combination of the rules' alternatives per stage)."""
-    s, _ = task.new_schedule()
+    s, _ = make_schedule(task.workload)
     stages = list(reversed(analysis.compute_stages(s)))
     partial: list[tuple[dict[str, list[SketchOp]], list[str]]] = [({}, [])]
     for stage in stages:

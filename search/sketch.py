@@ -16,7 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from schedule import ScheduleError, te
+from schedule import ScheduleError, make_schedule, te
 
 from . import analysis
 from .space import ChoiceDecision, Decision, TileDecision
@@ -56,7 +56,7 @@ class InvalidProgram(Exception):
 
 def instantiate(task: SearchTask, sketch: Sketch, decide: Decide) -> tuple[te.Schedule,
                                                                             list[te.Tensor]]:
-    s, args = task.new_schedule()
+    s, args = make_schedule(task.workload)
     try:
         for op in sketch.ops:
             _APPLY[op.kind](task, s, op, decide)

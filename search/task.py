@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from schedule import Target, Workload, te
+from schedule import Target, Workload
+
+from .registry import searchable_kinds
 
 
 @dataclass
 class SearchTask:
-    """What to tune (``workload``) and where (``target``)."""
+    """What to tune (``workload``) and where (``target``; a string is parsed once here)."""
 
     workload: Workload
     target: Target
@@ -17,8 +19,10 @@ class SearchTask:
 
     def __post_init__(self) -> None:
         self.target = Target.parse(self.target)
-        if self.target.kind != "cpu":
-            raise ValueError(f"search: no sketch rules for target kind {self.target.kind!r} yet")
+        if self.target.kind not in searchable_kinds():
+            raise ValueError(f"search: no sketch rules for target kind {self.target.kind!r} "
+                             f"yet (no registered policy searches it; searchable: "
+                             f"{', '.join(searchable_kinds())})")
         if not self.name:
             self.name = repr(self.workload)
 
@@ -28,16 +32,3 @@ class SearchTask:
 
     def vector_lanes(self, dtype_bytes: int) -> int:
         return self.target.vector_lanes(dtype_bytes)
-
-    @property
-    def l1_bytes(self) -> int:
-        return self.target.l1d_bytes
-
-    @property
-    def l2_bytes(self) -> int:
-        return self.target.l2_bytes
-
-    def new_schedule(self) -> tuple[te.Schedule, list[te.Tensor]]:
-        """A fresh default schedule of the workload and its argument tensors."""
-        args = self.workload.tensors()
-        return te.create_schedule(args[-self.workload.num_outputs:]), args

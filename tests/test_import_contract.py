@@ -29,6 +29,12 @@ ALLOWED: dict[str, frozenset[str]] = {
     "db": frozenset(),
     "schedule": frozenset(),
 }
+# layer -> the layers whose names it may import only from their public face: the names
+# listed in that package's ``__all__`` (the tuner drives search, workers and db through
+# their interfaces, never through their internals).
+PUBLIC_FACE_ONLY: dict[str, frozenset[str]] = {
+    "tuner": frozenset({"search", "workers", "db"}),
+}
 # First-party top-level names that no layer may import.
 NEVER_IMPORTED = frozenset({"tests", "bench"})
 FIRST_PARTY = frozenset(ALLOWED) | NEVER_IMPORTED
@@ -71,8 +77,41 @@ def _imports(tree: ast.AST, source: str) -> Iterator[tuple[int, str, str]]:
                 yield node.lineno, arg.value, text
 
 
-def check_source(source: str, layer: str, path: str) -> list[Violation]:
-    """Contract violations in one module of ``layer``."""
+def public_names(root: Path, package: str) -> frozenset[str]:
+    """The names in ``package``'s ``__all__`` (read statically from its ``__init__.py``)."""
+    tree = ast.parse((root / package / "__init__.py").read_text(encoding="utf-8"))
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and any(
+                isinstance(t, ast.Name) and t.id == "__all__" for t in node.targets):
+            return frozenset(ast.literal_eval(node.value))
+    return frozenset()
+
+
+def _non_public_uses(tree: ast.AST, source: str, layer: str,
+                     public: dict[str, frozenset[str]]) -> Iterator[tuple[int, str, str]]:
+    """(line, statement, name) for each name of a public-face-only layer that ``layer``
+    takes from outside that layer's ``__all__``: ``from db import x`` or ``db.x``."""
+    guarded = {pkg: public[pkg] for pkg in PUBLIC_FACE_ONLY.get(layer, ()) if pkg in public}
+    modules = {alias.asname or alias.name: alias.name for node in ast.walk(tree)
+               if isinstance(node, ast.Import) for alias in node.names
+               if alias.name in guarded}  # names bound to a guarded package by `import`
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module in guarded:
+            for alias in node.names:
+                if alias.name not in guarded[node.module]:
+                    text = " ".join((ast.get_source_segment(source, node) or "").split())
+                    yield node.lineno, text, f"{node.module}.{alias.name}"
+        elif (isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name)
+              and node.value.id in modules
+              and node.attr not in guarded[modules[node.value.id]]):
+            text = ast.get_source_segment(source, node) or ""
+            yield node.lineno, text, f"{modules[node.value.id]}.{node.attr}"
+
+
+def check_source(source: str, layer: str, path: str,
+                 public: dict[str, frozenset[str]] | None = None) -> list[Violation]:
+    """Contract violations in one module of ``layer``; ``public``: the ``__all__`` of the
+    packages some layer may use only through their public face."""
     try:
         tree = ast.parse(source, filename=path)
     except SyntaxError as exc:
@@ -95,17 +134,23 @@ def check_source(source: str, layer: str, path: str) -> list[Violation]:
         else:
             continue
         found.append(Violation(path, line, text, reason))
+    for line, text, name in _non_public_uses(tree, source, layer, public or {}):
+        found.append(Violation(path, line, text, f"'{name}' is not part of the public face "
+                               f"(__all__) of '{name.split('.')[0]}'"))
     return found
 
 
 def check_tree(root: Path) -> tuple[int, list[Violation]]:
     """(number of files checked, violations) over every layer package under ``root``."""
     checked, violations = 0, []
+    public = {pkg: public_names(root, pkg)
+              for pkgs in PUBLIC_FACE_ONLY.values() for pkg in pkgs
+              if (root / pkg / "__init__.py").is_file()}
     for layer in sorted(ALLOWED):
         for file in sorted((root / layer).rglob("*.py")):
             checked += 1
             rel = file.relative_to(root).as_posix()
-            violations += check_source(file.read_text(encoding="utf-8"), layer, rel)
+            violations += check_source(file.read_text(encoding="utf-8"), layer, rel, public)
     return checked, violations
 
 
@@ -170,6 +215,22 @@ def test_checker_reports_violations(layer: str, source: str, reason_part: str) -
     violations = check_source(source, layer, f"{layer}/bad.py")
     assert len(violations) == 1
     assert reason_part in violations[0].reason
+
+
+@pytest.mark.parametrize("source", [
+    "from search import SketchPolicy, _private\n",
+    "import workers\nworkers.ray_pool\n",
+    "def f():\n    from db import record_store\n",
+])
+def test_the_tuner_uses_search_workers_and_db_only_through_their_public_face(
+        source: str) -> None:
+    public = {"search": frozenset({"SketchPolicy"}), "workers": frozenset({"LocalPool"}),
+              "db": frozenset({"Database"})}
+    violations = check_source(source, "tuner", "tuner/x.py", public)
+    assert len(violations) == 1 and "not part of the public face" in violations[0].reason
+    assert check_source(source, "api", "api/x.py", public) == []  # only the tuner is held
+    fine = "from db import Database\nimport workers\nworkers.LocalPool\ndb = 1\ndb.jobs\n"
+    assert check_source(fine, "tuner", "tuner/x.py", public) == []
 
 
 def test_violation_names_file_line_and_statement() -> None:

@@ -15,13 +15,21 @@ from importlib import metadata
 from schedule import Workload
 
 from .apply import UntunedWarning, apply_best, build_best, default_steps
+from .callbacks import (
+    MeasureCallback,
+    ReportProgress,
+    StoreRecords,
+    UpdatePolicy,
+    default_callbacks,
+)
 from .cli_service import is_loopback
 from .jobs import cancel_job, requeue_job, resume_job, run_job, submit_job
 from .progress import TASK_STATES, BestSchedule, TaskProgress, TimeSplit, TuneResult
 from .runner import JobRunner, is_stale
 from .scheduler import SCHEDULERS, TaskScheduler
-from .shared_pool import FairLock, SharedPool
+from .shared_pool import FairLock, SharedPool, measurement_pool
 from .spec import JobSpec, SpecError, TaskSpec
+from .trial import Trial
 from .tune import open_database, tune
 
 try:
@@ -36,22 +44,29 @@ __all__ = [
     "FairLock",
     "JobRunner",
     "JobSpec",
+    "MeasureCallback",
+    "ReportProgress",
     "SharedPool",
     "SpecError",
+    "StoreRecords",
     "TaskProgress",
     "TaskScheduler",
     "TaskSpec",
     "TimeSplit",
+    "Trial",
     "TuneResult",
     "UntunedWarning",
+    "UpdatePolicy",
     "Workload",
     "__version__",
     "apply_best",
     "build_best",
     "cancel_job",
+    "default_callbacks",
     "default_steps",
     "is_loopback",
     "is_stale",
+    "measurement_pool",
     "open_database",
     "requeue_job",
     "resume_job",

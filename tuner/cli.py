@@ -19,7 +19,15 @@ from typing import Any
 
 from tuner import __version__
 
-from .cli_common import DB_HELP, CLIError, _database, _json_default, _print_json, command_group
+from .cli_common import (
+    CLIError,
+    _database,
+    _json_default,
+    _print_json,
+    command_group,
+    subcommand,
+)
+from .cli_ir import add_ir_commands
 from .cli_service import add_service_commands
 from .cli_tune import add_tuning_commands
 
@@ -153,13 +161,12 @@ def _add_filter_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _add_db_commands(commands: Any) -> None:
     """The ``db`` and ``records`` command groups."""
-    formatter = argparse.RawDescriptionHelpFormatter
     db_sub = command_group(
         commands, "db", help="manage the tuning database (schema upgrades)",
         description="Manage the tuning database.",
         epilog="example:\n  tensortune db upgrade --db postgresql://tuner@dbhost/tuning")
-    upgrade = db_sub.add_parser(
-        "upgrade",
+    subcommand(
+        db_sub, "upgrade", _cmd_db_upgrade,
         help="bring the database to the current schema without losing a row",
         description=(
             "Create the tensortune schema in an empty database, or bring an older one up to\n"
@@ -170,18 +177,14 @@ def _add_db_commands(commands: Any) -> None:
             "examples:\n  tensortune db upgrade\n"
             "  tensortune db upgrade --db postgresql://tuner@dbhost/tuning --json"
         ),
-        formatter_class=formatter,
     )
-    upgrade.add_argument("--db", metavar="URL", help=DB_HELP)
-    upgrade.add_argument("--json", action="store_true", help="print the result as JSON")
-    upgrade.set_defaults(handler=_cmd_db_upgrade)
 
     rec_sub = command_group(
         commands, "records", help="export, import and distill tuning records",
         description="Export, import and distill tuning records (format: db/FORMAT.md).",
         epilog="example:\n  tensortune records export records.jsonl")
-    export = rec_sub.add_parser(
-        "export",
+    export = subcommand(
+        rec_sub, "export", _cmd_records_export,
         help="write records as JSON lines",
         description=(
             "Write the database's records (or those matching the filters) as JSON lines,\n"
@@ -191,16 +194,12 @@ def _add_db_commands(commands: Any) -> None:
             "examples:\n  tensortune records export all.jsonl\n"
             "  tensortune records export avx512.jsonl.gz --target 'cpu -isa=avx512 -cores=2'"
         ),
-        formatter_class=formatter,
     )
     export.add_argument("file", metavar="FILE", help="output file ('-' for stdout)")
     _add_filter_arguments(export)
-    export.add_argument("--db", metavar="URL", help=DB_HELP)
-    export.add_argument("--json", action="store_true", help="print the result as JSON")
-    export.set_defaults(handler=_cmd_records_export)
 
-    imp = rec_sub.add_parser(
-        "import",
+    imp = subcommand(
+        rec_sub, "import", _cmd_records_import,
         help="add records from a JSON-lines file (never duplicates)",
         description=(
             "Add the records of a JSON-lines file to the database, in one transaction.\n"
@@ -212,18 +211,15 @@ def _add_db_commands(commands: Any) -> None:
             "examples:\n  tensortune records import all.jsonl\n"
             "  tensortune records import old.jsonl.gz --skip-bad-lines --json"
         ),
-        formatter_class=formatter,
+        json_help="print the import report as JSON",
     )
     imp.add_argument("file", metavar="FILE", help="input file ('-' for stdin)")
     imp.add_argument(
         "--skip-bad-lines", action="store_true", help="import the good lines, report the bad"
     )
-    imp.add_argument("--db", metavar="URL", help=DB_HELP)
-    imp.add_argument("--json", action="store_true", help="print the import report as JSON")
-    imp.set_defaults(handler=_cmd_records_import)
 
-    distill = rec_sub.add_parser(
-        "distill",
+    distill = subcommand(
+        rec_sub, "distill", _cmd_records_distill,
         help="keep the best k records per workload and target",
         description=(
             "Write the best K error-free records (by median cost) of every workload and\n"
@@ -234,7 +230,6 @@ def _add_db_commands(commands: Any) -> None:
             "  tensortune records distill --k 3 --out best.t4.json --format t4 "
             "--target 'cuda -arch=sm_90'"
         ),
-        formatter_class=formatter,
     )
     distill.add_argument("--k", type=_positive_int, required=True, metavar="K",
                          help="records to keep per (workload, target)")
@@ -242,9 +237,6 @@ def _add_db_commands(commands: Any) -> None:
     distill.add_argument("--format", choices=("jsonl", "t4"), default="jsonl",
                          help="jsonl (default) or t4")
     _add_filter_arguments(distill)
-    distill.add_argument("--db", metavar="URL", help=DB_HELP)
-    distill.add_argument("--json", action="store_true", help="print the result as JSON")
-    distill.set_defaults(handler=_cmd_records_distill)
 
 
 def _device_kinds(text: str) -> list[str]:
@@ -350,6 +342,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_db_commands(commands)
     _add_worker_command(commands)
     add_service_commands(commands)
+    add_ir_commands(commands)
     return parser
 
 

@@ -1,5 +1,5 @@
 """What every ``tensortune`` command shares: the one-line error type, the database
-context, JSON printing, command groups."""
+context, JSON printing, command groups and sub-commands with their common options."""
 
 from __future__ import annotations
 
@@ -50,6 +50,21 @@ def _print_json(payload: Any) -> None:
     print(json.dumps(payload, indent=2, default=_json_default))
 
 
+def subcommand(commands: Any, name: str, handler: Any, *, help: str, description: str = "",
+               epilog: str = "", db: bool = True,
+               json_help: str | None = "print the result as JSON") -> argparse.ArgumentParser:
+    """Add ``NAME`` to ``commands`` (sub-parsers) with its help texts (kept as written),
+    the ``--db URL`` option unless ``db`` is false, ``--json`` unless ``json_help`` is
+    None, and ``handler(args) -> exit status``. Returns its parser for more arguments."""
+    parser = commands.add_parser(name, help=help, description=description or None,
+                                 epilog=epilog or None,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    if db:
+        parser.add_argument("--db", metavar="URL", help=DB_HELP)
+    if json_help is not None:
+        parser.add_argument("--json", action="store_true", help=json_help)
+    parser.set_defaults(handler=handler)
+    return parser
 
 
 def command_group(commands: Any, name: str, *, help: str, description: str, epilog: str,

@@ -9,13 +9,12 @@ reads its settings from the ``TENSORTUNE_*`` variables this command sets from it
 from __future__ import annotations
 
 import argparse
-import getpass
 import ipaddress
 import os
 import sys
 from typing import Any
 
-from .cli_common import DB_HELP, CLIError, _database, _print_json, command_group
+from .cli_common import CLIError, _database, _print_json, command_group, subcommand
 
 #: The API roles, weakest first (the same as ``api.ROLES``; a token's role is its name).
 ROLES = ("reader", "submitter", "admin")
@@ -31,13 +30,6 @@ def is_loopback(host: str) -> bool:
         return ipaddress.ip_address(host).is_loopback
     except ValueError:
         return False
-
-
-def _current_user() -> str:
-    try:
-        return getpass.getuser()
-    except (KeyError, OSError):
-        return "cli"
 
 
 def _cmd_serve(args: argparse.Namespace) -> int:
@@ -68,7 +60,7 @@ def _cmd_serve(args: argparse.Namespace) -> int:
 
 def _cmd_token_create(args: argparse.Namespace) -> int:
     with _database(args.db) as database:
-        secret, info = database.create_token(args.owner or _current_user(), name=args.role)
+        secret, info = database.tokens.create(args.owner, name=args.role)
     if args.json:
         _print_json({"token": secret, "role": args.role, "id": info.id, "owner": info.owner})
     else:
@@ -80,9 +72,8 @@ def _cmd_token_create(args: argparse.Namespace) -> int:
 
 def add_service_commands(commands: Any) -> None:
     """Register ``serve`` and ``token`` on the ``tensortune`` subparsers."""
-    formatter = argparse.RawDescriptionHelpFormatter
-    serve = commands.add_parser(
-        "serve",
+    serve = subcommand(
+        commands, "serve", _cmd_serve, json_help=None,
         help="run the REST API and dashboard",
         description=(
             "Serve the REST API (/v1/..., OpenAPI at /docs) and the dashboard (/) with\n"
@@ -96,24 +87,22 @@ def add_service_commands(commands: Any) -> None:
             "  tensortune serve --host 0.0.0.0 --port 8080 --db postgresql://tuner@db/tuning\n"
             "  tensortune serve --no-auth"
         ),
-        formatter_class=formatter,
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    serve.add_argument("--db", metavar="URL", help=DB_HELP)
     serve.add_argument("--ray-address", metavar="ADDR",
                        help="measure on this Ray cluster (default: this machine)")
     serve.add_argument("--no-auth", action="store_true",
                        help="no tokens needed (local use; loopback addresses only)")
     serve.add_argument("--log-level", default="info",
                        choices=("critical", "error", "warning", "info", "debug"))
-    serve.set_defaults(handler=_cmd_serve)
 
     token_sub = command_group(
         commands, "token", help="manage API tokens", description="Manage API tokens.",
         epilog="example:\n  tensortune token create --role submitter --json")
-    create = token_sub.add_parser(
-        "create",
+    create = subcommand(
+        token_sub, "create", _cmd_token_create,
+        json_help='print {"token": ..., "role": ...} as JSON',
         help="create an API token with a role; prints the secret once",
         description=(
             "Create an API token. Roles: reader (queries), submitter (also submits jobs and\n"
@@ -124,12 +113,9 @@ def add_service_commands(commands: Any) -> None:
             "examples:\n  tensortune token create --role reader\n"
             "  tensortune token create --role admin --owner ci --json"
         ),
-        formatter_class=formatter,
     )
     create.add_argument("--role", required=True, choices=ROLES, help="the token's role")
     create.add_argument("--owner",
-                        help="who the token is for (default: the current user)")
-    create.add_argument("--db", metavar="URL", help=DB_HELP)
-    create.add_argument("--json", action="store_true",
-                        help='print {"token": ..., "role": ...} as JSON')
-    create.set_defaults(handler=_cmd_token_create)
+                        help="a shared owner: tokens of one owner may cancel each other's "
+                             "jobs (default: the token is its own owner)")
+

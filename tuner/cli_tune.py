@@ -9,22 +9,20 @@ from __future__ import annotations
 
 import argparse
 import math
-import os
 import sys
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any
 
 from db import JobStateError, NotFoundError
-from schedule import Target, Workload, build, ops, te
+from schedule import Target, Workload, build, make_schedule, ops
 from search import COST_MODELS, POLICIES
-from workers import RAY_ADDRESS_ENV, LocalPool, MeasureSettings
+from workers import RAY_ADDRESS_ENV
 
-from .cli_common import DB_HELP, CLIError, _database, _print_json, command_group
+from .cli_common import DB_HELP, CLIError, _database, _print_json, command_group, subcommand
 from .jobs import cancel_job, resume_job, run_job, submit_job
 from .progress import TuneResult
 from .scheduler import SCHEDULERS
+from .shared_pool import measurement_pool
 from .spec import JobSpec, SpecError, TaskSpec, error_message
 
 DEFAULT_TRIALS = 64
@@ -49,21 +47,6 @@ def workload_from_args(op_name: str, params: list[tuple[str, str]]) -> Workload:
         return Workload.op(op_name, **spec.parse_strings(texts))
     except (KeyError, ValueError, TypeError) as err:
         raise CLIError(error_message(err)) from None
-
-
-@contextmanager
-def _pool(settings: MeasureSettings, ray_address: str | None) -> Iterator[Any]:
-    address = ray_address or os.environ.get(RAY_ADDRESS_ENV)
-    if address:
-        from workers import RayPool
-
-        pool = RayPool(settings, address=address)
-    else:
-        pool = LocalPool(settings)
-    try:
-        yield pool
-    finally:
-        pool.close()
 
 
 class ProgressBar:
@@ -156,14 +139,14 @@ def format_summary(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _run_with_progress(args: argparse.Namespace, database: Any, job_id: str, total: int,
-                       settings: MeasureSettings, resume: bool = False) -> TuneResult:
-    bar = ProgressBar(total, enabled=not args.json and not args.quiet)
+def _run_with_progress(args: argparse.Namespace, database: Any, job_id: str, spec: JobSpec,
+                       resume: bool = False) -> TuneResult:
+    bar = ProgressBar(spec.trials, enabled=not args.json and not args.quiet)
     try:
-        with _pool(settings, args.ray_address) as pool:
+        with measurement_pool(spec.measure, args.ray_address) as pool:
             if resume:
-                return resume_job(database, job_id, pool, bar, force=args.force)
-            return run_job(database, job_id, pool, bar)
+                return resume_job(database, job_id, pool, bar, force=args.force, spec=spec)
+            return run_job(database, job_id, pool, bar, spec=spec)
     finally:
         bar.close()
 
@@ -192,7 +175,7 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         if not args.json and not args.quiet:
             print(f"job {job.id}: tuning {workload!r} on {spec.target}, {spec.trials} trials "
                   f"(resume with `tensortune jobs resume {job.id}`)", file=sys.stderr)
-        result = _run_with_progress(args, database, job.id, spec.trials, spec.measure)
+        result = _run_with_progress(args, database, job.id, spec)
         return _report(args, result)
 
 
@@ -237,9 +220,7 @@ def _cmd_best(args: argparse.Namespace) -> int:
         "gflops": workload.flops / cost / 1e9, "measured_at": record.timestamp,
         "device_model": record.device_model, "job_id": record.job_id, "steps": record.steps}
     if args.source:
-        tensors = workload.tensors()
-        s = te.create_schedule(tensors[-workload.num_outputs:])
-        s.replay(record.steps)
+        s, tensors = make_schedule(workload, record.steps)
         payload["source"] = build(s, tensors, target=target).source
     if args.json:
         _print_json(payload)
@@ -271,7 +252,7 @@ def _job_line(job: Any) -> str:
 
 def _cmd_jobs_list(args: argparse.Namespace) -> int:
     with _database(args.db) as database:
-        jobs = database.list_jobs(status=args.status, limit=args.limit)
+        jobs = database.jobs.list(status=args.status, limit=args.limit)
     if args.json:
         _print_json([_job_json(job) for job in jobs])
     elif not jobs:
@@ -291,7 +272,7 @@ def _job_json(job: Any) -> dict[str, Any]:
 def _cmd_jobs_show(args: argparse.Namespace) -> int:
     with _database(args.db) as database:
         try:
-            job = database.get_job(args.job_id)
+            job = database.jobs.get(args.job_id)
         except NotFoundError as err:
             raise CLIError(str(err)) from None
     if args.json:
@@ -312,10 +293,9 @@ def _cmd_jobs_show(args: argparse.Namespace) -> int:
 def _cmd_jobs_resume(args: argparse.Namespace) -> int:
     with _database(args.db) as database:
         try:
-            job = database.get_job(args.job_id)
+            job = database.jobs.get(args.job_id)
             spec = JobSpec.from_json(job.spec)
-            result = _run_with_progress(args, database, job.id, spec.trials, spec.measure,
-                                        resume=True)
+            result = _run_with_progress(args, database, job.id, spec, resume=True)
         except (NotFoundError, JobStateError, SpecError) as err:
             raise CLIError(str(err)) from None
         return _report(args, result)
@@ -403,26 +383,22 @@ def add_tuning_commands(commands: Any) -> None:
     _add_run_options(tune)
     tune.set_defaults(handler=_cmd_tune)
 
-    ops_cmd = commands.add_parser(
-        "ops", help="list the operators and their parameters", formatter_class=fmt,
+    subcommand(
+        commands, "ops", _cmd_ops, help="list the operators and their parameters", db=False,
         description="The registered operators, each with its parameters (NAME or\n"
                     "NAME=DEFAULT), as used by `tune --op NAME -p NAME=VALUE`.",
-        epilog="examples:\n  tensortune ops\n  tensortune ops --json")
-    ops_cmd.add_argument("--json", action="store_true",
-                         help="print each operator's parameters as a JSON schema")
-    ops_cmd.set_defaults(handler=_cmd_ops)
+        epilog="examples:\n  tensortune ops\n  tensortune ops --json",
+        json_help="print each operator's parameters as a JSON schema")
 
-    best = commands.add_parser(
-        "best", help="print the best tuned program of an operator", formatter_class=fmt,
+    best = subcommand(
+        commands, "best", _cmd_best, help="print the best tuned program of an operator",
         description="The fastest recorded program of a workload on a target: latency,\n"
                     "GFLOP/s, when and where it was measured, its steps (and its source).",
         epilog="examples:\n  tensortune best --op matmul -p M=1024 -p N=1024 -p K=1024\n"
-               "  tensortune best --op matmul -p M=64 -p N=64 -p K=64 --source --json")
+               "  tensortune best --op matmul -p M=64 -p N=64 -p K=64 --source --json",
+        json_help="print the answer as JSON")
     _add_workload_options(best)
     best.add_argument("--source", action="store_true", help="also print the generated source")
-    best.add_argument("--json", action="store_true", help="print the answer as JSON")
-    best.add_argument("--db", metavar="URL", help=DB_HELP)
-    best.set_defaults(handler=_cmd_best)
 
     sub = command_group(
         commands, "jobs", help="list, show, resume or cancel tuning jobs",
@@ -431,28 +407,22 @@ def add_tuning_commands(commands: Any) -> None:
                "  tensortune jobs show 3f2a...\n  tensortune jobs resume 3f2a...\n"
                "  tensortune jobs cancel 3f2a...",
         title="actions", metavar="ACTION")
-    listing = sub.add_parser("list", help="the newest jobs first")
+    listing = subcommand(sub, "list", _cmd_jobs_list, help="the newest jobs first")
     listing.add_argument("--status", choices=("queued", "running", "succeeded", "failed",
                                               "cancelled"))
     listing.add_argument("--limit", type=_positive(int), default=50)
-    listing.add_argument("--json", action="store_true")
-    listing.add_argument("--db", metavar="URL", help=DB_HELP)
-    listing.set_defaults(handler=_cmd_jobs_list)
-    show = sub.add_parser("show", help="a job's status and per-workload progress")
+    show = subcommand(sub, "show", _cmd_jobs_show,
+                      help="a job's status and per-workload progress")
     show.add_argument("job_id")
-    show.add_argument("--json", action="store_true")
-    show.add_argument("--db", metavar="URL", help=DB_HELP)
-    show.set_defaults(handler=_cmd_jobs_show)
-    resume = sub.add_parser("resume", help="run a stopped job on from its records")
+    resume = subcommand(sub, "resume", _cmd_jobs_resume, db=False, json_help=None,
+                        help="run a stopped job on from its records")
     resume.add_argument("job_id")
     resume.add_argument("--force", action="store_true",
                         help="resume a job marked running that reported progress in the "
                              "last minute from a process this machine cannot check (another "
                              "host): that process must really be gone")
     _add_run_options(resume)
-    resume.set_defaults(handler=_cmd_jobs_resume)
-    cancel = sub.add_parser("cancel", help="stop a job at its next batch, keeping its records")
+    cancel = subcommand(sub, "cancel", _cmd_jobs_cancel, json_help=None,
+                        help="stop a job at its next batch, keeping its records")
     cancel.add_argument("job_id")
-    cancel.add_argument("--db", metavar="URL", help=DB_HELP)
-    cancel.set_defaults(handler=_cmd_jobs_cancel)
 

@@ -10,16 +10,18 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from schedule import Workload
+from schedule import Steps, Workload
 
 #: A task's state: waiting for its first batch, being tuned, stopped (budget, time or early
-#: stop), or finished without a single valid candidate (see its error counts).
-TASK_STATES = ("pending", "tuning", "done", "no_valid_candidate")
+#: stop), finished without a single valid candidate (see its error counts), or rejected
+#: (the workload itself cannot be measured, e.g. its reference fails: see its error).
+TASK_STATES = ("pending", "tuning", "done", "no_valid_candidate", "rejected")
 
 
 @dataclass
 class BestSchedule:
-    """The best program known for a workload on a target."""
+    """The best program known for a workload on a target (``steps`` as JSON lists, what
+    ``Schedule.replay`` and ``json.dumps`` take)."""
 
     workload_key: str
     steps: list[list[Any]]
@@ -44,12 +46,13 @@ class TaskProgress:
     trials: int = 0
     errors: Counter[str] = field(default_factory=Counter)
     best_cost: float = math.inf
-    best_steps: list[list[Any]] | None = None
+    best_steps: Steps | None = None
     confirmed: bool = False
     since_improvement: int = 0
     curve: list[tuple[int, float]] = field(default_factory=list)  # (trials, best latency)
+    error: str = ""
 
-    def observe(self, steps: list[list[Any]], cost: float | None, error_kind: str) -> None:
+    def observe(self, steps: Steps, cost: float | None, error_kind: str) -> None:
         """Count one measured candidate (``cost`` None when it failed)."""
         self.trials += 1
         self.errors[error_kind] += 1
@@ -67,8 +70,8 @@ class TaskProgress:
     def best(self) -> BestSchedule | None:
         if self.best_steps is None:
             return None
-        return BestSchedule(self.key, self.best_steps, self.best_cost, self.gflops(),
-                            self.confirmed)
+        return BestSchedule(self.key, self.best_steps.to_json(), self.best_cost,
+                            self.gflops(), self.confirmed)
 
     def to_json(self) -> dict[str, Any]:
         finite = math.isfinite(self.best_cost)
@@ -81,6 +84,7 @@ class TaskProgress:
             "best_latency_s": self.best_cost if finite else None,
             "best_gflops": self.gflops(), "confirmed": self.confirmed,
             "curve": [[t, c if math.isfinite(c) else None] for t, c in self.curve],
+            "error": self.error,
         }
 
 

@@ -1,10 +1,23 @@
 """The tuning loop of one job: the task scheduler picks a task, its search policy proposes a
-batch, the pool builds and times it, every result is committed to the database as it
-arrives, the cost model learns from the batch, and the job's progress is stored.
+batch, the pool builds and times it, and each measured trial goes through the job's measure
+callbacks (records committed as they arrive, the policy notified, progress stored).
+
+A task that has no records to learn from yet starts from the newest cost model a job of the
+same policy and cost model left for this target (``db.snapshots``); each job leaves the
+model of its most-measured task there when it ends.
 
 The database is the source of truth, so a job is resumable at any moment: a restarted run
 reads the job's records back (trials done, best so far, programs never to measure again)
 and goes on. Cancelling is a status change in the database, seen at the next batch.
+
+A runner claims its job atomically (``db.jobs.claim``): of two processes (two servers on
+one database) only one runs a job. While it runs, a heartbeat thread refreshes the claim
+every few seconds, whatever the job is doing (waiting for a shared pool, building, training
+a model), so a live runner is never taken for dead; one that lost its job anyway (its
+process was frozen past the stale limit) stops before its next record. A job whose runner
+died ``MAX_RUNNER_DEATHS`` times in a row without measuring anything in between is marked
+failed instead of being taken over again: something in it kills its runner. (Heartbeats
+compare times of different hosts: their clocks must agree within the stale limit.)
 """
 
 from __future__ import annotations
@@ -13,19 +26,22 @@ import logging
 import math
 import os
 import socket
-import statistics
+import threading
 import time
-from collections.abc import Callable
+import uuid
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
-from db import Database, Job, JobStateError, Record
-from search import SearchTask, SketchPolicy, make_policy
-from workers import LocalPool, MeasureInput, MeasureResult, Pool
+from db import Database, DatabaseError, Job, JobStateError, JobTakenOver, Record
+from schedule import Steps
+from search import Candidate, SearchPolicy, SearchTask, make_policy
+from workers import LocalPool, MeasureResult, Pool
 
+from .callbacks import MeasureCallback, default_callbacks
 from .progress import TaskProgress, TimeSplit, TuneResult
-from .records import measurement_record, past_measurement
 from .scheduler import TaskScheduler
 from .spec import JobSpec
+from .trial import Trial, is_reconfirmation, past_measurement
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +51,8 @@ WARM_START_RECORDS = 512
 #: A running job whose progress is older than this is presumed dead (its process killed).
 HEARTBEAT_STALE_S = 60.0
 _HEARTBEAT_S = 5.0
+#: Consecutive runner deaths without progress after which a job is failed, not taken over.
+MAX_RUNNER_DEATHS = 2
 
 Event = dict[str, Any]
 EventCallback = Callable[[Event], None]
@@ -44,25 +62,32 @@ class JobCancelled(Exception):
     """Raised inside the loop when the job was cancelled (seen at a batch boundary)."""
 
 
-def _is_reconfirmation(record: Record) -> bool:
-    origin = record.measure.get("origin")
-    return isinstance(origin, dict) and bool(origin.get("reconfirm"))
-
-
 class JobRunner:
-    """Runs the job ``job_id`` of ``db`` on ``pool`` to its end (or its cancellation)."""
+    """Runs the job ``job_id`` of ``db`` on ``pool`` to its end (or its cancellation).
+
+    ``spec``: the job's specification when the caller holds it already (it is read from
+    the database otherwise); ``callbacks``: what happens to measured trials (default:
+    :func:`~tuner.callbacks.default_callbacks`).
+    """
 
     def __init__(self, db: Database, job_id: str, pool: Pool | None = None,
-                 on_event: EventCallback | None = None):
+                 on_event: EventCallback | None = None, *, spec: JobSpec | None = None,
+                 callbacks: Sequence[MeasureCallback] | None = None):
         self.db = db
         self.job_id = job_id
-        self.spec = JobSpec.from_json(db.get_job(job_id).spec)
+        self.spec = spec if spec is not None else JobSpec.from_json(db.jobs.get(job_id).spec)
         self._own_pool = pool is None
         self.pool = pool if pool is not None else LocalPool(self.spec.measure)
         self.on_event = on_event
+        self.callbacks = list(callbacks) if callbacks is not None else default_callbacks()
         self.seconds = TimeSplit()
         self.tasks: list[TaskProgress] = []
-        self.policies: list[SketchPolicy] = []
+        self.policies: list[SearchPolicy] = []
+        self.runner_id = f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:12]}"[-255:]
+        self._runner_deaths = 0
+        self._trials_at_claim = 0
+        self._previous_runner: Any = None
+        self._lost = threading.Event()  # set when another process claimed the job
         self._beat = 0.0
 
     # ------------------------------------------------------------------ set-up
@@ -84,65 +109,179 @@ class JobRunner:
             self.policies.append(policy)
             self._warm_start(task, policy)
 
-    def _warm_start(self, task: TaskProgress, policy: SketchPolicy) -> None:
+    def _warm_start(self, task: TaskProgress, policy: SearchPolicy) -> None:
         """Learn from this job's own records (a resumed job) and the best records of other
         jobs for this workload on this exact target."""
         start = time.perf_counter()
-        own = list(self.db.iter_records(job_id=self.job_id, workload_key=task.key,
-                                        target=self.spec.target))
-        others = [r for r in self.db.query_records(
-            workload_key=task.key, target=self.spec.target, ok=True, order="cost",
-            limit=WARM_START_RECORDS) if r.job_id != self.job_id]
+        target = str(self.spec.target)
+        own = _schedulable(self.db.iter_records(job_id=self.job_id, workload_key=task.key,
+                                                target=target))
+        others = [(r, steps) for r, steps in _schedulable(self.db.query_records(
+            workload_key=task.key, target=target, ok=True, order="cost",
+            limit=WARM_START_RECORDS)) if r.job_id != self.job_id]
         self.seconds.database += time.perf_counter() - start
         seen: set[str] = set()
-        for record in own:
-            key = record.canonical("steps")
-            if _is_reconfirmation(record) or key in seen:
+        for record, steps in own:
+            if is_reconfirmation(record) or steps.key in seen:
                 continue
-            seen.add(key)
-            task.observe(record.steps, record.median_cost, record.error_kind)
+            seen.add(steps.key)
+            task.observe(steps, record.median_cost, record.error_kind)
         if own:
             task.state = "tuning"
             task.curve.append((task.trials, task.best_cost))
-        for record in others:
+        for record, steps in others:
             if record.median_cost is not None and record.median_cost < task.best_cost:
-                task.best_cost, task.best_steps = record.median_cost, record.steps
+                task.best_cost, task.best_steps = record.median_cost, steps
         start = time.perf_counter()
-        policy.warm_start([past_measurement(r) for r in own + others])
+        if own or others:
+            policy.warm_start([past_measurement(r, steps) for r, steps in own + others])
+        else:
+            self._start_from_snapshot(task, policy)
         self.seconds.search += time.perf_counter() - start
 
+    @property
+    def _snapshot_name(self) -> str:
+        return f"{self.spec.policy}/{self.spec.cost_model}"
+
+    def _start_from_snapshot(self, task: TaskProgress, policy: SearchPolicy) -> None:
+        """Guide a task with no records yet by the cost model another job left."""
+        snapshot = self.db.snapshots.latest(self._snapshot_name, str(self.spec.target))
+        if snapshot is None:
+            return
+        try:
+            policy.import_model(snapshot.data)
+        except ValueError as err:  # made by another version, say: start from scratch
+            log.warning("job %s: cost-model snapshot %d not used: %s", self.job_id,
+                        snapshot.id, err)
+            return
+        log.info("job %s: task %s starts from cost-model snapshot %d (of workload %s)",
+                 self.job_id, task.key, snapshot.id, snapshot.meta.get("workload_key"))
+
+    def _save_snapshot(self) -> None:
+        """Leave the model of the most-measured task for later jobs on this target (best
+        effort: a job's measurements matter more than its snapshot)."""
+        ranked = sorted(zip(self.tasks, self.policies, strict=True),
+                        key=lambda pair: -pair[0].trials)
+        if not ranked:
+            return
+        task, policy = ranked[0]
+        try:
+            data = policy.export_model()
+            if data is not None:
+                self.db.snapshots.save(self._snapshot_name, str(self.spec.target), data,
+                                       {"workload_key": task.key, "job_id": self.job_id,
+                                        "trials": task.trials})
+        except (DatabaseError, ValueError) as err:
+            log.warning("job %s: no cost-model snapshot left: %s", self.job_id, err)
+
     # ------------------------------------------------------------------ the loop
-    def run(self) -> TuneResult:
-        job = self.db.get_job(self.job_id)
-        if job.status != "queued":
-            raise JobStateError(f"job {self.job_id} is {job.status}; only a queued job can run "
-                                "(resume it first)")
-        self.db.update_job(self.job_id, status="running", progress={
-            **job.progress, "heartbeat": time.time(), "runner": this_process()})
+    def _claim(self, take_over: Job | None) -> Job:
+        """Make this runner the job's runner: a queued job, or (``take_over``) a running
+        one exactly as it was seen, whose runner is presumed dead."""
+        if take_over is None:
+            job = self.db.jobs.get(self.job_id)
+            if job.status != "queued":
+                raise JobStateError(f"job {self.job_id} is {job.status}; only a queued job "
+                                    "can run (resume it first)")
+        else:
+            job = take_over
+        progress = job.progress
+        deaths = 0
+        if take_over is not None:  # its runner died: in a row, unless it measured since
+            stalled = progress.get("trials", 0) <= progress.get("trials_at_claim", 0)
+            deaths = (int(progress.get("runner_deaths", 0)) if stalled else 0) + 1
+        self._runner_deaths = deaths
+        self._trials_at_claim = progress.get("trials", 0)
+        self._previous_runner = progress.get("runner")
+        return self.db.jobs.claim(self.job_id, self.runner_id, expect=take_over, progress={
+            **progress, "heartbeat": time.time(), "runner": this_process(),
+            "runner_deaths": deaths, "trials_at_claim": self._trials_at_claim})
+
+    def _keep_claim(self, stop: threading.Event) -> None:
+        """The heartbeat thread: refresh the claim until ``stop``; note a lost job."""
+        while not stop.wait(_HEARTBEAT_S):
+            if time.monotonic() - self._beat < _HEARTBEAT_S:
+                continue  # a progress write refreshed the claim already
+            try:
+                self.db.jobs.update(self.job_id, runner=self.runner_id)
+            except JobTakenOver:
+                self._lost.set()
+                return
+            except DatabaseError as err:  # the loop meets it too; keep trying meanwhile
+                log.warning("job %s: heartbeat not stored: %s", self.job_id, err)
+
+    def check_still_mine(self) -> None:
+        """Raise :class:`db.JobTakenOver` if another process claimed this job."""
+        if self._lost.is_set():
+            raise JobTakenOver(f"job {self.job_id} was claimed by another process while "
+                               f"{self.runner_id} ran it")
+
+    def run(self, take_over: Job | None = None, *, forced: bool = False) -> TuneResult:
+        """Run the queued job, or take over ``take_over`` (the job, running, as last seen)
+        from a runner presumed dead; ``forced``: the user asked for it (no death limit)."""
+        try:
+            job = self._claim(take_over)
+            if self._runner_deaths >= MAX_RUNNER_DEATHS and not forced:
+                return self._give_up()
+        except BaseException:
+            if self._own_pool:
+                self.pool.close()
+            raise
         wall = time.perf_counter()
         status, error = "succeeded", ""
+        stop_beating = threading.Event()
+        heartbeat = threading.Thread(target=self._keep_claim, args=(stop_beating,),
+                                     name=f"tensortune-heartbeat-{self.job_id[:8]}", daemon=True)
+        heartbeat.start()
         try:
             self._prepare(job)
             self._loop(wall)
+            self._save_snapshot()
             self._reconfirm()
         except JobCancelled:
             status = "cancelled"
+        except JobTakenOver as err:  # another process runs it now: leave everything to it
+            log.warning("job %s: %s", self.job_id, err)
+            status, error = "taken_over", str(err)
+        except DatabaseError as err:  # e.g. a full disk: what was committed stays
+            log.error("job %s: the database failed: %s", self.job_id, err)
+            status, error = "failed", f"storage error: {err}"
         except Exception as err:  # the job fails with the reason; what was measured stays
             log.exception("job %s failed", self.job_id)
             status, error = "failed", f"{type(err).__name__}: {err}"
         finally:
+            stop_beating.set()
+            heartbeat.join()
             if self._own_pool:
                 self.pool.close()
         self.seconds.total += time.perf_counter() - wall
         for task in self.tasks:
+            if task.state == "rejected":
+                continue
             if task.trials and not task.errors.get("none"):
                 task.state = "no_valid_candidate"
             elif task.state in ("tuning", "pending") and task.trials:
                 task.state = "done"
-        self._finish(status, error)
-        result = TuneResult(self.job_id, self.spec.target, status, self.tasks, self.seconds,
-                            error)
-        self._emit({"type": "done", **result.to_json()})
+        if status == "succeeded" and self.tasks and all(t.state == "rejected"
+                                                         for t in self.tasks):
+            status, error = "failed", f"every workload was rejected: {self.tasks[0].error}"
+        if status != "taken_over":
+            error = self._finish(status, error)
+        result = TuneResult(self.job_id, str(self.spec.target), status, self.tasks,
+                            self.seconds, error)
+        self.emit({"type": "done", **result.to_json()})
+        return result
+
+    def _give_up(self) -> TuneResult:
+        error = (f"its runner process died {self._runner_deaths} times while running it "
+                 f"(last: {self._previous_runner or 'unknown'}); not resumed again: resume "
+                 "it by hand (`tensortune jobs resume`) to try once more")
+        log.error("job %s: %s", self.job_id, error)
+        self.db.jobs.update(self.job_id, status="failed", error=error, runner=self.runner_id)
+        if self._own_pool:
+            self.pool.close()
+        result = TuneResult(self.job_id, str(self.spec.target), "failed", [], TimeSplit(), error)
+        self.emit({"type": "done", **result.to_json()})
         return result
 
     def _trials_done(self) -> int:
@@ -174,95 +313,91 @@ class JobRunner:
                 scheduler.retire(n)
                 continue
             task.state = "tuning"
-            results = self._measure(n, candidates)
-            start = time.perf_counter()
-            self.policies[n].update([c.steps for c in candidates],
-                                    [r.costs if r.ok else [] for r in results])
-            self.seconds.search += time.perf_counter() - start
-            task.curve.append((task.trials, task.best_cost))
+            results = self.measure([Trial(n, task.workload, spec.target, c)
+                                    for c in candidates])
             scheduler.record(n, len(candidates), task.best_cost)
-            if spec.early_stop and task.since_improvement >= spec.early_stop:
+            rejected = next((r for r in results if r.workload_error), None)
+            if rejected is not None:  # no candidate of this workload can ever pass
+                task.state, task.error = "rejected", rejected.error_msg
+                log.warning("job %s: workload %s rejected: %s", self.job_id, task.key,
+                            rejected.error_msg)
                 scheduler.retire(n)
-            self._save_progress(force=True)
-            self._emit({"type": "batch", "task": task.key, "batch": len(candidates),
-                        **self._progress_json()})
+            elif spec.early_stop and task.since_improvement >= spec.early_stop:
+                scheduler.retire(n)
             self._check_cancelled()
 
-    def _measure(self, n: int, candidates: list[Any]) -> list[MeasureResult]:
-        task, policy = self.tasks[n], self.policies[n]
-        inputs = [MeasureInput(task.workload.to_json(), self.spec.target, c.steps)
-                  for c in candidates]
+    def measure(self, trials: Sequence[Trial]) -> list[MeasureResult]:
+        """Measure one batch of trials of one task; every result goes through the
+        callbacks as it arrives, then the batch does."""
 
-        def store(i: int, result: MeasureResult) -> None:
-            origin = candidates[i].origin(policy.sketches)
-            self._store(task, inputs[i], result, origin)
-            task.observe(inputs[i].steps, _cost(result), result.error_kind.value)
-            self._save_progress()
+        def on_result(i: int, result: MeasureResult) -> None:
+            for callback in self.callbacks:
+                callback.on_result(self, trials[i], result)
 
         start = time.perf_counter()
         db_before = self.seconds.database
-        results = self.pool.measure(inputs, store)
+        results = self.pool.measure([t.input for t in trials], on_result)
         self.seconds.measure += time.perf_counter() - start - (self.seconds.database - db_before)
         self.seconds.build += sum(r.build_s for r in results)
         self.seconds.run += sum(r.run_s for r in results)
+        for callback in self.callbacks:
+            callback.on_batch(self, trials, results)
         return results
-
-    def _store(self, task: TaskProgress, inp: MeasureInput, result: MeasureResult,
-               origin: dict[str, Any]) -> None:
-        record = measurement_record(inp, result, workload_key=task.key, flops=task.flops,
-                                    job_id=self.job_id, origin=origin)
-        start = time.perf_counter()
-        self.db.add_records([record])
-        self.seconds.database += time.perf_counter() - start
 
     # ------------------------------------------------------------------ the end
     def _reconfirm(self) -> None:
         """Measure each task's few best programs again; report the best confirmed one."""
         if self.spec.reconfirm:
-            for task in self.tasks:
-                self._reconfirm_task(task)
+            for n in range(len(self.tasks)):
+                self._reconfirm_task(n)
                 self._check_cancelled()
 
-    def _reconfirm_task(self, task: TaskProgress) -> None:
-        top = self.db.query_records(workload_key=task.key, target=self.spec.target,
+    def _reconfirm_task(self, n: int) -> None:
+        task = self.tasks[n]
+        top = self.db.query_records(workload_key=task.key, target=str(self.spec.target),
                                     ok=True, order="cost", limit=self.spec.reconfirm * 4)
-        picks: dict[str, Record] = {}
-        for record in top:
-            picks.setdefault(record.canonical("steps"), record)
+        picks: dict[str, Steps] = {}
+        for _, steps in _schedulable(top):
+            picks.setdefault(steps.key, steps)
         chosen = list(picks.values())[: self.spec.reconfirm]
         if not chosen:
             return
-        inputs = [MeasureInput(task.workload.to_json(), self.spec.target, r.steps)
-                  for r in chosen]
-
-        def store(i: int, result: MeasureResult) -> None:
-            self._store(task, inputs[i], result, {"reconfirm": True})
-
-        start = time.perf_counter()
-        results = self.pool.measure(inputs, store)
-        self.seconds.measure += time.perf_counter() - start
-        confirmed = [(statistics.median(r.costs), inp.steps)
-                     for inp, r in zip(inputs, results, strict=True) if r.ok and r.costs]
+        trials = [Trial(n, task.workload, self.spec.target, Candidate(steps), reconfirm=True)
+                  for steps in chosen]
+        results = self.measure(trials)
+        confirmed = [(r.median_cost, t.candidate.steps)
+                     for t, r in zip(trials, results, strict=True) if r.median_cost is not None]
         if confirmed:
             task.best_cost, task.best_steps = min(confirmed, key=lambda c: c[0])
             task.confirmed = True
             task.curve.append((task.trials, task.best_cost))
 
-    def _finish(self, status: str, error: str) -> None:
+    def _finish(self, status: str, error: str) -> str:
+        """Store the final status and progress; returns the error to report (with the
+        storage error, if the database cannot be written)."""
         try:
-            self._save_progress(force=True, status=status, error=error)
-        except JobStateError:  # cancelled meanwhile: keep that status, store the progress
-            self._save_progress(force=True)
+            try:
+                self.save_progress(force=True, status=status, error=error)
+            except JobTakenOver:
+                return error
+            except JobStateError:  # cancelled meanwhile: keep that status, store the progress
+                self.save_progress(force=True)
+        except DatabaseError as err:
+            log.error("job %s: its final status could not be stored: %s", self.job_id, err)
+            storage = f"storage error: {err}"
+            return error if storage in error else "; ".join(filter(None, [error, storage]))
+        return error
 
-    # ------------------------------------------------------------------ helpers
-    def _progress_json(self) -> dict[str, Any]:
+    # ------------------------------------------------------------------ for the callbacks
+    def progress_json(self) -> dict[str, Any]:
         return {"trials": self._trials_done(), "trial_budget": self.spec.trials,
                 "seconds": self.seconds.to_json(), "heartbeat": time.time(),
-                "runner": this_process(),
+                "runner": this_process(), "runner_deaths": self._runner_deaths,
+                "trials_at_claim": self._trials_at_claim,
                 "tasks": [task.to_json() for task in self.tasks]}
 
-    def _save_progress(self, force: bool = False, status: str | None = None,
-                       error: str | None = None) -> None:
+    def save_progress(self, force: bool = False, status: str | None = None,
+                      error: str | None = None) -> None:
         """Store the progress (at most every few seconds unless ``force``): it is also the
         heartbeat that tells a resuming process whether this one is still alive."""
         now = time.monotonic()
@@ -270,15 +405,15 @@ class JobRunner:
             return
         self._beat = now
         start = time.perf_counter()
-        self.db.update_job(self.job_id, status=status, progress=self._progress_json(),
-                           error=error)
+        self.db.jobs.update(self.job_id, status=status, progress=self.progress_json(),
+                            error=error, runner=self.runner_id)
         self.seconds.database += time.perf_counter() - start
 
     def _check_cancelled(self) -> None:
-        if self.db.get_job(self.job_id).status == "cancelled":
+        if self.db.jobs.get(self.job_id).status == "cancelled":
             raise JobCancelled
 
-    def _emit(self, event: Event) -> None:
+    def emit(self, event: Event) -> None:
         if self.on_event is not None:
             try:
                 self.on_event(event)
@@ -286,8 +421,17 @@ class JobRunner:
                 log.exception("progress listener failed")
 
 
-def _cost(result: MeasureResult) -> float | None:
-    return statistics.median(result.costs) if result.ok and result.costs else None
+def _schedulable(records: Iterable[Record]) -> list[tuple[Record, Steps]]:
+    """The records whose steps are a schedule, with their steps parsed (an imported record
+    may hold steps no schedule has, e.g. JSON objects: those are skipped with a warning)."""
+    out = []
+    for record in records:
+        try:
+            out.append((record, Steps(record.steps)))
+        except ValueError as err:
+            log.warning("record %s skipped: its steps are not a schedule (%s)",
+                        record.measurement_id, err)
+    return out
 
 
 def this_process() -> dict[str, Any]:

@@ -1,8 +1,10 @@
-"""One machine's measurement shared by concurrent jobs: a pool whose ``measure()`` calls are
-serialized by a fair (FIFO ticket) lock, so that batches of jobs running in threads of one
-process interleave in arrival order and two batches are never built or timed at once.
+"""The measurement pools the tuner uses: :func:`measurement_pool` (this machine, or a Ray
+cluster when an address is given), and :class:`SharedPool` for concurrent jobs: a pool
+whose ``measure()`` calls are serialized by a fair (FIFO ticket) lock, so that batches of
+jobs running in threads of one process interleave in arrival order and two batches are
+never built or timed at once.
 
-    shared = SharedPool()                       # LocalPool per distinct MeasureSettings
+    shared = SharedPool.for_cluster(address)    # a pool per distinct MeasureSettings
     pool = shared.view(spec.measure)            # a Pool for one job; closing it is a no-op
     run_job(db, job_id, pool)                   # in as many threads as there are jobs
     shared.close()
@@ -10,13 +12,33 @@ process interleave in arrival order and two batches are never built or timed at 
 
 from __future__ import annotations
 
+import os
 import threading
 from collections.abc import Callable, Sequence
 from types import TracebackType
 
-from workers import LocalPool, MeasureInput, MeasureResult, MeasureSettings, Pool, ResultCallback
+from workers import (
+    RAY_ADDRESS_ENV,
+    LocalPool,
+    MeasureInput,
+    MeasureResult,
+    MeasureSettings,
+    Pool,
+    ResultCallback,
+)
 
 PoolFactory = Callable[[MeasureSettings], Pool]
+
+
+def measurement_pool(settings: MeasureSettings, ray_address: str | None = None) -> Pool:
+    """A pool measuring with ``settings``: across the Ray cluster at ``ray_address`` (or
+    ``$TENSORTUNE_RAY_ADDRESS``), else on this machine without Ray."""
+    address = ray_address or os.environ.get(RAY_ADDRESS_ENV)
+    if address:
+        from workers import RayPool  # imports Ray: only when a cluster is asked for
+
+        return RayPool(settings, address=address)
+    return LocalPool(settings)
 
 
 class FairLock:
@@ -65,6 +87,13 @@ class SharedPool:
         self._pools_lock = threading.Lock()
         self.lock = FairLock()
         self.batches = 0
+
+    @classmethod
+    def for_cluster(cls, ray_address: str | None = None) -> SharedPool:
+        """Pools on the Ray cluster at ``ray_address``, or local pools when it is None."""
+        if not ray_address:
+            return cls()
+        return cls(lambda settings: measurement_pool(settings, ray_address))
 
     def view(self, settings: MeasureSettings | None = None) -> Pool:
         """A :class:`workers.Pool` measuring with ``settings`` through this shared pool."""

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from schedule import Target, Workload
-from search import COST_MODELS, POLICIES
+from search import COST_MODELS, POLICIES, policy_kinds, searchable_kinds
 from workers import MeasureSettings
 
 from .scheduler import SCHEDULERS
@@ -52,7 +52,7 @@ class JobSpec:
     candidates, shared by its workloads through the task scheduler."""
 
     tasks: tuple[TaskSpec, ...]
-    target: str
+    target: Target
     trials: int
     batch_size: int = 32
     time_budget_s: float | None = None
@@ -70,18 +70,18 @@ class JobSpec:
         if len(self.tasks) > MAX_WORKLOADS:
             raise SpecError(f"workloads: at most {MAX_WORKLOADS} in one job, got {len(self.tasks)}")
         for n, task in enumerate(self.tasks):
-            if not (isinstance(task.weight, int | float) and math.isfinite(task.weight)
-                    and task.weight > 0):
+            if not (isinstance(task.weight, int | float) and not isinstance(task.weight, bool)
+                    and math.isfinite(task.weight) and task.weight > 0):
                 raise SpecError(f"workloads[{n}].weight must be a positive number, "
                                 f"got {task.weight!r}")
         try:
             target = Target.parse(self.target)
         except (TypeError, ValueError) as err:
             raise SpecError(f"target: {error_message(err)}") from None
-        if target.kind != "cpu":
+        if target.kind not in searchable_kinds():
             raise SpecError(f"target: no search rules for {target.kind!r} targets yet "
-                            "(only cpu can be tuned)")
-        object.__setattr__(self, "target", target.canonical)
+                            f"(only {', '.join(searchable_kinds())} can be tuned)")
+        object.__setattr__(self, "target", target)
         _check_int("trials", self.trials, 1, MAX_TRIALS)
         _check_int("batch_size", self.batch_size, 1, MAX_BATCH)
         _check_int("reconfirm", self.reconfirm, 0, 64)
@@ -98,6 +98,9 @@ class JobSpec:
                                      ("cost_model", self.cost_model, COST_MODELS)):
             if value not in choices:
                 raise SpecError(f"{name}: unknown {value!r}; one of {', '.join(choices)}")
+        if target.kind not in policy_kinds(self.policy):
+            raise SpecError(f"policy: {self.policy!r} cannot search {target.kind} targets "
+                            f"(it searches: {', '.join(policy_kinds(self.policy))})")
 
     # ------------------------------------------------------------------ JSON
     def to_json(self) -> dict[str, Any]:
@@ -105,6 +108,7 @@ class JobSpec:
         for f in fields(self):
             if f.name not in ("tasks", "measure"):
                 doc[f.name] = getattr(self, f.name)
+        doc["target"] = str(self.target)
         doc["measure"] = self.measure.to_json()
         return doc
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from db import Database
-from schedule import Workload
+from schedule import Target, Workload
 from workers import MeasureSettings
 
 from .jobs import run_job, submit_job
@@ -20,7 +20,8 @@ def open_database(db: Database | str | None) -> Database:
     return db if isinstance(db, Database) else Database(db)
 
 
-def tune(workloads: Workload | Sequence[Workload], target: str = "cpu", trials: int = 64, *,
+def tune(workloads: Workload | Sequence[Workload], target: Target | str = "cpu",
+         trials: int = 64, *,
          db: Database | str | None = None, pool: Any = None,
          weights: Sequence[float] | None = None, on_event: EventCallback | None = None,
          measure: MeasureSettings | None = None, owner: str | None = None,
@@ -42,4 +43,4 @@ def tune(workloads: Workload | Sequence[Workload], target: str = "cpu", trials: 
                    target, trials, **({'measure': measure} if measure else {}), **options)
     database = open_database(db)
     job = submit_job(database, spec, owner=owner)
-    return run_job(database, job.id, pool, on_event)
+    return run_job(database, job.id, pool, on_event, spec=spec)

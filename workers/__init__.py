@@ -1,11 +1,12 @@
-"""Workers layer: builders and runners, device plugins (cpu, cuda, vta), the Ray pool,
-and the remote device server/client.
+"""Workers layer: builders and runners, device plugins (cpu, ...), and the Ray pool.
 
     from workers import LocalPool, MeasureInput
     with LocalPool() as pool:
-        results = pool.measure([MeasureInput(workload.to_json(), "cpu", steps)])
+        results = pool.measure([MeasureInput(workload, target, steps)])
 
-``RayPool`` (the same interface across a Ray cluster) imports Ray on first use.
+A pool is a ``Builder`` and a ``Runner`` (``MeasurePool``): a new way of reaching devices
+is one new class of either. ``RayPool`` (the same interface across a Ray cluster) imports
+Ray on first use.
 Imports only ``schedule`` (its top-level package).
 """
 
@@ -16,7 +17,14 @@ from typing import Any
 from .builder import Builder, LocalBuilder
 from .cluster import RAY_ADDRESS_ENV, node_resources, worker_command
 from .cpu import CpuDevice
-from .device import BuildResult, Device, device_kinds, device_type, register_device
+from .device import (
+    BuildResult,
+    Device,
+    device_kinds,
+    device_type,
+    register_device,
+    unregister_device,
+)
 from .measure import (
     ErrorKind,
     MeasureInput,
@@ -25,29 +33,35 @@ from .measure import (
     MeasureSettings,
     Provenance,
 )
-from .pool import LocalPool, Pool, ResultCallback
+from .pool import LocalPool, MeasurePool, Pool
+from .runner import BuiltCandidate, LocalRunner, ResultCallback, Runner
 
 __all__ = [
     "RAY_ADDRESS_ENV",
     "BuildResult",
     "Builder",
+    "BuiltCandidate",
     "CpuDevice",
     "Device",
     "ErrorKind",
     "LocalBuilder",
     "LocalPool",
+    "LocalRunner",
     "MeasureInput",
     "MeasureInputError",
+    "MeasurePool",
     "MeasureResult",
     "MeasureSettings",
     "Pool",
     "Provenance",
     "RayPool",
     "ResultCallback",
+    "Runner",
     "device_kinds",
     "device_type",
     "node_resources",
     "register_device",
+    "unregister_device",
     "worker_command",
 ]
 

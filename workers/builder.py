@@ -9,7 +9,6 @@ process is an infrastructure failure (``device_lost``), never the candidate's fa
 
 from __future__ import annotations
 
-import json
 import os
 import queue
 import socket
@@ -36,7 +35,7 @@ def build_job(started: Callable[[], None], job: dict[str, Any]) -> tuple[Any, li
     """Sandbox job: build one candidate with the named device class."""
     started()
     cls = resolve(job["device"])
-    result = cls.build(MeasureInput.from_json(job["input"]), job["compile_timeout"])
+    result = cls.build(MeasureInput.from_json(job["input"]).parsed(), job["compile_timeout"])
     return result.metadata(), [result.library]
 
 
@@ -71,18 +70,23 @@ def failed_build_result(build: BuildResult, inp: MeasureInput,
     """The result of a candidate that never reached a device."""
     return MeasureResult([], build.error_kind, build.error_msg, build_s=build.build_s,
                          timestamp=time.time(),
-                         provenance=Provenance(target=inp.target, compiler=build.compiler,
+                         provenance=Provenance(target=str(inp.target), compiler=build.compiler,
                                                flags=list(build.flags),
                                                settings=settings.timing()))
 
 
-def build_key(cls: type[Device], inp: MeasureInput) -> str:
-    """Candidates with equal keys are the same program: built once per batch."""
-    return json.dumps([type_path(cls), inp.to_json()], sort_keys=True)
+def build_key(cls: type[Device], inp: MeasureInput) -> tuple[str, str, str, str]:
+    """Candidates with equal keys (of a parsed input) are the same program: built once
+    per batch."""
+    return type_path(cls), inp.workload.key, str(inp.target), inp.steps.key
 
 
 class Builder(ABC):
-    """Builds a batch of candidates; the results are in input order."""
+    """Builds a batch of (parsed) candidates; the results are in input order.
+    ``device_types`` maps a target kind to the device class that builds for it (kinds not
+    in it are looked up in the registry)."""
+
+    device_types: dict[str, type[Device]]
 
     @abstractmethod
     def build(self, inputs: Sequence[MeasureInput]) -> list[BuildResult]:
@@ -111,7 +115,7 @@ class LocalBuilder(Builder):
         self._threads = ThreadPoolExecutor(self.max_workers, thread_name_prefix="tt-build")
 
     def _type_for(self, inp: MeasureInput) -> type[Device]:
-        kind = inp.target.split()[0]
+        kind = inp.target.kind
         return self.device_types.get(kind) or device_type(kind)
 
     def _build_one(self, cls: type[Device], inp: MeasureInput) -> BuildResult:
@@ -122,9 +126,9 @@ class LocalBuilder(Builder):
             self._sandboxes.put(sandbox)
 
     def build(self, inputs: Sequence[MeasureInput]) -> list[BuildResult]:
-        futures: dict[str, Any] = {}
+        futures: dict[tuple[str, ...], Any] = {}
         keys = []
-        for inp in inputs:
+        for inp in map(MeasureInput.parsed, inputs):
             cls = self._type_for(inp)
             key = build_key(cls, inp)
             keys.append(key)

@@ -5,8 +5,14 @@ One device per machine (Ray resource ``cpu-measure``). A run loads the library i
 device's sandbox process, makes the workload's deterministic inputs, signals that it has
 started, optionally runs the kernel once for the correctness check, then calls the
 kernel's ``<entry>_time`` function (TVM's time evaluator: warm-up call, ``repeat`` timings
-of ``number`` calls lasting at least ``min_repeat_ms``, optional cache flush). The
-reference outputs are computed in the runner process, once per workload and seed.
+of ``number`` calls lasting at least ``min_repeat_ms``, optional cache flush).
+
+The reference outputs are derived from user input (a declarative DAG is compiled and run;
+an operator's numpy reference allocates what its shapes say), so they are computed in a
+sandbox too, once per workload and seed; the runner process only compares bytes. That
+sandbox is not the timing one, and it is ended after each computation: a BLAS or OpenMP
+runtime left spinning by the reference would slow the kernels timed after it. A workload
+whose reference fails gets results marked ``workload_error`` (the tuner rejects it).
 """
 
 from __future__ import annotations
@@ -19,8 +25,9 @@ import tempfile
 import time
 from collections import OrderedDict
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -35,7 +42,7 @@ from schedule import (
     compile_schedule,
     host_cpu_target,
     load_module,
-    te,
+    make_schedule,
 )
 
 from .device import BuildResult, Device, register_device
@@ -77,6 +84,17 @@ def time_kernel(started: Callable[[], None], job: dict[str, Any]) -> tuple[Any, 
     return costs, outputs
 
 
+def reference_outputs(started: Callable[[], None],
+                      job: dict[str, Any]) -> tuple[Any, list[bytes]]:
+    """Sandbox job: the workload's expected outputs for its inputs of ``seed``, as
+    (dtype, shape) pairs and their bytes."""
+    workload = Workload.from_json(job["workload"])
+    inputs = workload.random_inputs(job["seed"])
+    started()
+    outputs = [np.ascontiguousarray(out) for out in workload.reference(inputs)]
+    return [[str(out.dtype), list(out.shape)] for out in outputs], [o.tobytes() for o in outputs]
+
+
 def compare_outputs(blobs: list[bytes], reference: list[np.ndarray]) -> str:
     """Why the outputs differ from the reference, or ``""`` when they match."""
     if len(blobs) != len(reference):
@@ -106,13 +124,16 @@ class CpuDevice(Device):
 
     kind = "cpu"
     resource = "cpu-measure"
+    #: The sandbox job that computes a workload's reference outputs.
+    reference_job: ClassVar[str] = "workers.cpu:reference_outputs"
 
     def __init__(self, node: str = ""):
         super().__init__(node)
         self.host = socket.gethostname()
         self.target = host_cpu_target()
         self._sandbox = Sandbox()
-        self._references: OrderedDict[tuple[str, int], list[np.ndarray]] = OrderedDict()
+        self._reference_sandbox = Sandbox()
+        self._references: OrderedDict[tuple[str, int], Any] = OrderedDict()  # see _reference
 
     @classmethod
     def count_here(cls) -> int:
@@ -125,17 +146,15 @@ class CpuDevice(Device):
         signature (JSON) and the target's compiler flags. Raises the schedule layer's
         ``ScheduleError`` / ``TensorExprError`` (invalid schedule), ``CompileTimeout`` or
         ``BuildError``."""
-        workload = Workload.from_json(inp.workload)
-        args = workload.tensors()
-        s = te.create_schedule(args[-workload.num_outputs:]).replay(inp.steps)
-        artifact = compile_schedule(s, args, Target.parse(inp.target), timeout=compile_timeout)
+        s, args = make_schedule(inp.workload, inp.steps)
+        artifact = compile_schedule(s, args, inp.target, timeout=compile_timeout)
         return artifact.library.read_bytes(), artifact.signature.to_json(), list(artifact.flags)
 
     @classmethod
     def build(cls, inp: MeasureInput, compile_timeout: float) -> BuildResult:
         start = time.perf_counter()
         compiler = compiler_version(os.environ.get("CC", "gcc"))
-        flags = list(Target.parse(inp.target).compiler_flags())
+        flags = list(inp.target.compiler_flags())
         try:
             library, signature, flags = cls.compile_candidate(inp, compile_timeout)
         except (ScheduleError, TensorExprError) as err:
@@ -155,7 +174,9 @@ class CpuDevice(Device):
         return f"cpu@{self.host}" + (f"/{self.node[:12]}" if self.node else "")
 
     def serves(self, target: Target) -> bool:
-        return target.kind == "cpu" and target.isa in _RUNNABLE.get(self.target.isa, ())
+        """A cpu target of an ISA this host runs, asking for no more cores than it has."""
+        return (target.kind == "cpu" and target.isa in _RUNNABLE.get(self.target.isa, ())
+                and target.cores <= self.target.cores)
 
     def is_alive(self) -> bool:
         try:
@@ -164,14 +185,44 @@ class CpuDevice(Device):
         except SandboxError:
             return False
 
-    def _reference(self, workload: Workload, seed: int) -> list[np.ndarray]:
-        key = (workload.key, seed)
+    def _reference(self, workload: Workload, settings: MeasureSettings
+                   ) -> list[np.ndarray] | tuple[str, bool]:
+        """The expected outputs (computed in the sandbox), or why they could not be and
+        whether that is for good. A reference that raised or crashed keeps failing without
+        running again; one that timed out (a busy machine, perhaps) is tried again."""
+        key = (workload.key, settings.seed)
         if key not in self._references:
-            self._references[key] = workload.reference(workload.random_inputs(seed))
+            answer = self._compute_reference(workload, settings)
+            if isinstance(answer, tuple) and not answer[1]:
+                return answer
+            self._references[key] = answer
             while len(self._references) > _REFERENCES_KEPT:
                 self._references.popitem(last=False)
         self._references.move_to_end(key)
         return self._references[key]
+
+    def _compute_reference(self, workload: Workload, settings: MeasureSettings
+                           ) -> list[np.ndarray] | tuple[str, bool]:
+        """The outputs, or (why not, whether that holds for good)."""
+        job = {"workload": workload.to_json(), "seed": settings.seed}
+        try:
+            outcome = self._reference_sandbox.call(
+                self.reference_job, job, start_timeout=settings.load_timeout,
+                timeout=settings.load_timeout + settings.run_timeout)
+        finally:
+            self._reference_sandbox.close()  # nothing of it stays running beside the timing
+        why = "the workload's reference outputs could not be computed: "
+        if outcome.status == "raised":
+            return why + outcome.message, True
+        if outcome.status == "crashed":
+            return why + f"it crashed its sandbox ({outcome.message})", True
+        if outcome.status != "ok":
+            return why + f"it {outcome.message}", False
+        try:
+            return [np.frombuffer(blob, dtype=np.dtype(dtype)).reshape(shape) for (dtype, shape),
+                    blob in zip(outcome.value, outcome.blobs, strict=True)]
+        except (TypeError, ValueError):
+            return why + "the sandbox answered with malformed outputs", True
 
     @staticmethod
     def _library_file(library: bytes) -> Path:
@@ -184,24 +235,27 @@ class CpuDevice(Device):
     def run(self, build: BuildResult, inp: MeasureInput,
             settings: MeasureSettings) -> MeasureResult:
         start = time.perf_counter()
-        provenance = Provenance(self.host, self.node, self.target.model_name, inp.target,
+        provenance = Provenance(self.host, self.node, self.target.model_name, str(inp.target),
                                 build.compiler, list(build.flags), settings.timing())
 
         def result(kind: ErrorKind, message: str = "", costs: Any = ()) -> MeasureResult:
             return MeasureResult(list(costs), kind, message, build.build_s,
                                  time.perf_counter() - start, self.id, time.time(), provenance)
 
-        workload = Workload.from_json(inp.workload)
         reference = None
         if settings.check:
             try:
-                reference = self._reference(workload, settings.seed)
-            except Exception as err:  # the workload's reference, not the candidate, failed
-                return result(ErrorKind.DEVICE_LOST, f"the reference outputs of "
-                              f"{workload!r} could not be computed: {err}")
+                reference = self._reference(inp.workload, settings)
+            except SandboxError as err:
+                return result(ErrorKind.DEVICE_LOST, f"{self.id}: {err}")
+            if isinstance(reference, tuple):  # the workload's fault: no candidate can pass
+                message, permanent = reference
+                return replace(result(ErrorKind.RUNTIME_ERROR, message),
+                               workload_error=permanent)
         library = self._library_file(build.library)
         job = {"library": str(library), "signature": build.signature,
-               "workload": inp.workload, "seed": settings.seed, "check": settings.check,
+               "workload": inp.workload.to_json(), "seed": settings.seed,
+               "check": settings.check,
                "number": settings.number, "repeat": settings.repeat,
                "min_repeat_ms": settings.min_repeat_ms, "flush_bytes": settings.flush_bytes}
         try:
@@ -235,3 +289,4 @@ class CpuDevice(Device):
 
     def close(self) -> None:
         self._sandbox.close()
+        self._reference_sandbox.close()

@@ -22,7 +22,8 @@ from .measure import ErrorKind, MeasureInput, MeasureResult, MeasureSettings
 @dataclass
 class BuildResult:
     """A built candidate, or why it could not be built. ``library`` is the compiled
-    artefact as bytes (it travels to the device, e.g. through Ray's object store) and
+    artefact as bytes (or, from a builder that leaves it where it was built, a handle its
+    pool's runner resolves: a Ray object reference in the Ray pool) and
     ``signature`` what the device needs to call it (``KernelSignature.to_json()`` for the
     CPU); ``compiler`` and ``flags`` go into the result's provenance."""
 
@@ -73,8 +74,9 @@ class Device(ABC):
     @classmethod
     @abstractmethod
     def build(cls, inp: MeasureInput, compile_timeout: float) -> BuildResult:
-        """Build one candidate (in a builder process, on any node). Candidate faults come
-        back as a ``BuildResult`` with their error kind, never as an exception."""
+        """Build one candidate (its input parsed; in a builder process, on any node).
+        Candidate faults come back as a ``BuildResult`` with their error kind, never as an
+        exception."""
 
     @property
     @abstractmethod
@@ -88,8 +90,9 @@ class Device(ABC):
     @abstractmethod
     def run(self, build: BuildResult, inp: MeasureInput,
             settings: MeasureSettings) -> MeasureResult:
-        """Time one built candidate on this device, isolated from this process (a crash
-        or a hang of the candidate is a result, not an exception). One at a time."""
+        """Time one built candidate (its input parsed) on this device, isolated from this
+        process (a crash or a hang of the candidate is a result, not an exception). One at
+        a time."""
 
     @abstractmethod
     def is_alive(self) -> bool:
@@ -107,6 +110,11 @@ def register_device(cls: type[Device]) -> type[Device]:
     """Register a device kind (usable as a class decorator)."""
     _DEVICE_TYPES[cls.kind] = cls
     return cls
+
+
+def unregister_device(kind: str) -> None:
+    """Remove the device kind ``kind`` (no error if it is not registered)."""
+    _DEVICE_TYPES.pop(kind, None)
 
 
 def device_type(kind: str) -> type[Device]:

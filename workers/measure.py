@@ -10,11 +10,14 @@ the shape of a document and raises ``ValueError`` naming the bad field
 from __future__ import annotations
 
 import math
+import statistics
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from enum import StrEnum
 from typing import Any
+
+from schedule import Steps, Target, Workload
 
 
 class MeasureInputError(ValueError):
@@ -55,31 +58,58 @@ def _fields(doc: Any, what: str, required: set[str], optional: set[str] | None =
 
 @dataclass(frozen=True)
 class MeasureInput:
-    """One candidate: a workload (its JSON, ``Workload.to_json()``), a target string and a
-    schedule as a list of steps."""
+    """One candidate: a workload, a target and a schedule as steps.
 
-    workload: dict[str, Any]
-    target: str
-    steps: list[list[Any]]
+    Inside a process these are typed values (``Workload``, ``Target``, ``Steps``), passed
+    along without being parsed again. At a boundary an input may be built from their JSON
+    forms (``Workload.to_json()``, a target string, a list of steps): only the shape is
+    checked then, and :meth:`parsed` (which every pool calls first) parses them once.
+    """
+
+    workload: Workload | Mapping[str, Any]
+    target: Target | str
+    steps: Steps | Sequence[Sequence[Any]]
 
     def __post_init__(self) -> None:
-        if not isinstance(self.workload, Mapping):
+        if not isinstance(self.workload, Workload | Mapping):
             raise MeasureInputError("measure input: 'workload' must be a JSON object "
-                             "(Workload.to_json())")
-        if not isinstance(self.target, str) or not self.target.strip():
+                                    "(Workload.to_json()) or a Workload")
+        if not isinstance(self.target, Target) and (
+                not isinstance(self.target, str) or not self.target.strip()):
             raise MeasureInputError("measure input: 'target' must be a non-empty string, "
-                                    "e.g. 'cpu'")
+                                    "e.g. 'cpu', or a Target")
+        if isinstance(self.steps, Steps):
+            return
         if not isinstance(self.steps, list | tuple):
             raise MeasureInputError("measure input: 'steps' must be a list of steps")
         for n, step in enumerate(self.steps):
             if not isinstance(step, list | tuple) or not step or not isinstance(step[0], str):
-                raise MeasureInputError(f"measure input: step {n} must be a list starting with the "
-                                 f"step's name, got {step!r}")
-        object.__setattr__(self, "workload", dict(self.workload))
+                raise MeasureInputError(f"measure input: step {n} must be a list starting "
+                                        f"with the step's name, got {step!r}")
+        if isinstance(self.workload, Mapping):
+            object.__setattr__(self, "workload", dict(self.workload))
         object.__setattr__(self, "steps", [list(step) for step in self.steps])
 
+    @property
+    def is_parsed(self) -> bool:
+        return (isinstance(self.workload, Workload) and isinstance(self.target, Target)
+                and isinstance(self.steps, Steps))
+
+    def parsed(self) -> MeasureInput:
+        """This input with typed values (itself when it has them already). Raises
+        ``ValueError``/``TypeError`` (a bad workload, target or step) for the caller to
+        name the input."""
+        if self.is_parsed:
+            return self
+        return MeasureInput(Workload.from_json(self.workload)
+                            if not isinstance(self.workload, Workload) else self.workload,
+                            Target.parse(self.target), Steps.of(self.steps))
+
     def to_json(self) -> dict[str, Any]:
-        return {"workload": self.workload, "target": self.target, "steps": self.steps}
+        workload = self.workload
+        return {"workload": workload.to_json() if isinstance(workload, Workload) else workload,
+                "target": str(self.target),
+                "steps": self.steps.to_json() if isinstance(self.steps, Steps) else self.steps}
 
     @classmethod
     def from_json(cls, doc: Any) -> MeasureInput:
@@ -176,7 +206,9 @@ class Provenance:
 class MeasureResult:
     """The outcome of one candidate: ``costs`` (seconds per call, one per repeat; empty
     unless it ran), the error kind and message, build and run wall seconds, the device id,
-    the Unix time it was finished and its provenance."""
+    the Unix time it was finished and its provenance. ``workload_error``: the failure is
+    the workload's, not the candidate's (its reference outputs cannot be computed), so no
+    candidate of it can succeed."""
 
     costs: list[float]
     error_kind: ErrorKind
@@ -186,6 +218,7 @@ class MeasureResult:
     device: str = ""
     timestamp: float = field(default_factory=time.time)
     provenance: Provenance = field(default_factory=Provenance)
+    workload_error: bool = False
 
     def __post_init__(self) -> None:
         self.error_kind = ErrorKind(self.error_kind)
@@ -193,6 +226,11 @@ class MeasureResult:
     @property
     def ok(self) -> bool:
         return self.error_kind is ErrorKind.NONE
+
+    @property
+    def median_cost(self) -> float | None:
+        """Median seconds per call over the repeats; None when it did not run."""
+        return statistics.median(self.costs) if self.ok and self.costs else None
 
     @property
     def mean_cost(self) -> float:
@@ -203,12 +241,13 @@ class MeasureResult:
         return {"costs": list(self.costs), "error_kind": self.error_kind.value,
                 "error_msg": self.error_msg, "build_s": self.build_s, "run_s": self.run_s,
                 "device": self.device, "timestamp": self.timestamp,
-                "provenance": self.provenance.to_json()}
+                "provenance": self.provenance.to_json(), "workload_error": self.workload_error}
 
     @classmethod
     def from_json(cls, doc: Any) -> MeasureResult:
         _fields(doc, "measure result", {"costs", "error_kind"},
-                {"error_msg", "build_s", "run_s", "device", "timestamp", "provenance"})
+                {"error_msg", "build_s", "run_s", "device", "timestamp", "provenance",
+                 "workload_error"})
         kinds = [k.value for k in ErrorKind]
         if doc["error_kind"] not in kinds:
             raise ValueError(f"measure result: unknown error_kind {doc['error_kind']!r}; "
@@ -221,4 +260,5 @@ class MeasureResult:
                    build_s=float(doc.get("build_s", 0.0)), run_s=float(doc.get("run_s", 0.0)),
                    device=str(doc.get("device", "")),
                    timestamp=float(doc.get("timestamp", 0.0)),
-                   provenance=Provenance.from_json(doc.get("provenance", {})))
+                   provenance=Provenance.from_json(doc.get("provenance", {})),
+                   workload_error=doc.get("workload_error") is True)

@@ -1,58 +1,55 @@
 """Measurement pools: the one entry point the tuner uses,
 ``pool.measure(inputs) -> list[MeasureResult]`` (one result per input, in input order).
 
-``LocalPool`` builds and times on this machine without Ray: it builds the whole batch in
-parallel child processes, then times the built candidates one at a time on its device(s),
-so builds never run while a device is being timed. ``RayPool`` (``workers.ray_pool``)
-has the same interface across a cluster.
+A pool is a composition of a :class:`~workers.builder.Builder` and a
+:class:`~workers.runner.Runner` (:class:`MeasurePool`): the whole batch is built first, then
+the runner times the built candidates, so builds never run while a device is being timed.
+``LocalPool`` builds in parallel child processes and times on this machine's device(s);
+``RayPool`` (``workers.ray_pool``) does both across a cluster.
 """
 
 from __future__ import annotations
 
-import json
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from types import TracebackType
 
-from schedule import Target, TensorExprError, Workload
+from schedule import TensorExprError
 
-from .builder import LocalBuilder, failed_build_result
+from .builder import Builder, LocalBuilder, failed_build_result
 from .cpu import CpuDevice
 from .device import Device, device_type
-from .measure import MeasureInput, MeasureInputError, MeasureResult, MeasureSettings
-
-ResultCallback = Callable[[int, MeasureResult], None]
-"""Called with (input index, result) as soon as each candidate's result is final."""
+from .measure import (
+    ErrorKind,
+    MeasureInput,
+    MeasureInputError,
+    MeasureResult,
+    MeasureSettings,
+    Provenance,
+)
+from .runner import BuiltCandidate, LocalRunner, ResultCallback, Runner
 
 
 def prepare_inputs(inputs: Sequence[MeasureInput],
                    device_types: Mapping[str, type[Device]] | None = None) -> list[MeasureInput]:
-    """Check every input before anything is built: the workload parses, the target parses
-    and a device kind serves it (one of ``device_types``, or a registered one). Returns
-    the inputs with canonical target strings; raises :class:`MeasureInputError` naming
-    the input and the problem."""
+    """Check every input before anything is built: its workload, target and steps parse
+    (inputs given as JSON are parsed here, once; typed ones pass as they are) and a device
+    kind serves the target (one of ``device_types``, or a registered one). Raises
+    :class:`MeasureInputError` naming the input and the problem."""
     if isinstance(inputs, MeasureInput | str | bytes) or not isinstance(inputs, Sequence):
         raise MeasureInputError("measure() takes a list of MeasureInput")
-    workloads: set[str] = set()
-    targets: dict[str, str] = {}
     out = []
     for n, inp in enumerate(inputs):
         if not isinstance(inp, MeasureInput):
             raise MeasureInputError(f"measure input {n}: expected a MeasureInput, got "
                                     f"{type(inp).__name__} (use MeasureInput.from_json)")
         try:
-            text = json.dumps(inp.workload, sort_keys=True)
-            if text not in workloads:
-                Workload.from_json(inp.workload)
-                workloads.add(text)
-            if inp.target not in targets:
-                target = Target.parse(inp.target)
-                if target.kind not in (device_types or {}):
-                    device_type(target.kind)
-                targets[inp.target] = str(target)
+            inp = inp.parsed()
+            if inp.target.kind not in (device_types or {}):
+                device_type(inp.target.kind)
         except (ValueError, TypeError, TensorExprError) as err:
             raise MeasureInputError(f"measure input {n}: {err}") from None
-        out.append(MeasureInput(inp.workload, targets[inp.target], inp.steps))
+        out.append(inp)
     return out
 
 
@@ -80,34 +77,24 @@ class Pool(ABC):
         self.close()
 
 
-class LocalPool(Pool):
-    """Measures on this machine: ``devices`` (default: this CPU) and a
-    :class:`LocalBuilder` with ``build_workers`` processes (default: one per core)."""
+class MeasurePool(Pool):
+    """A pool made of a ``builder`` and a ``runner``: builds the whole batch, reports the
+    candidates that did not build, then has the runner time the others."""
 
-    def __init__(self, settings: MeasureSettings | None = None,
-                 devices: Sequence[Device] | None = None, build_workers: int | None = None):
-        self.settings = settings or MeasureSettings()
-        self.devices = list(devices) if devices is not None else [CpuDevice()]
-        self.builder = LocalBuilder(build_workers, self.settings.compile_timeout,
-                                    {d.kind: type(d) for d in self.devices})
-
-    def _device_for(self, n: int, inp: MeasureInput) -> Device:
-        target = Target.parse(inp.target)
-        for device in self.devices:
-            if device.serves(target):
-                return device
-        ids = ", ".join(d.id for d in self.devices) or "none"
-        raise MeasureInputError(f"measure input {n}: no device of this pool serves target "
-                                f"{inp.target!r} (devices: {ids})")
+    def __init__(self, builder: Builder, runner: Runner):
+        self.builder = builder
+        self.runner = runner
+        self.settings = runner.settings
 
     def measure(self, inputs: Sequence[MeasureInput],
                 callback: ResultCallback | None = None) -> list[MeasureResult]:
         inputs = prepare_inputs(inputs, self.builder.device_types)
-        devices = [self._device_for(n, inp) for n, inp in enumerate(inputs)]
+        self.runner.check(inputs)
         builds = self.builder.build(inputs)
         results: list[MeasureResult | None] = [None] * len(inputs)
 
         def finish(n: int, result: MeasureResult) -> None:
+            assert results[n] is None, f"input {n} got a second result"
             results[n] = result
             if callback is not None:
                 callback(n, result)
@@ -115,12 +102,31 @@ class LocalPool(Pool):
         for n, build in enumerate(builds):
             if not build.ok:
                 finish(n, failed_build_result(build, inputs[n], self.settings))
-        for n, build in enumerate(builds):
-            if build.ok:
-                finish(n, devices[n].run(build, inputs[n], self.settings))
-        return results  # type: ignore[return-value]  # every slot is filled above
+        built = [BuiltCandidate(n, inputs[n], build) for n, build in enumerate(builds)
+                 if build.ok]
+        if built:
+            self.runner.run(built, finish)
+        for n, result in enumerate(results):
+            if result is None:  # a runner that forgot one: its device answered nothing
+                finish(n, MeasureResult([], ErrorKind.DEVICE_LOST, f"{type(self.runner).__name__}"
+                                        " returned no result for this candidate",
+                                        provenance=Provenance(target=str(inputs[n].target),
+                                                              settings=self.settings.timing())))
+        return results  # type: ignore[return-value]  # every slot is filled now
 
     def close(self) -> None:
         self.builder.close()
-        for device in self.devices:
-            device.close()
+        self.runner.close()
+
+
+class LocalPool(MeasurePool):
+    """Measures on this machine: ``devices`` (default: this CPU) and a
+    :class:`LocalBuilder` with ``build_workers`` processes (default: one per core)."""
+
+    def __init__(self, settings: MeasureSettings | None = None,
+                 devices: Sequence[Device] | None = None, build_workers: int | None = None):
+        settings = settings or MeasureSettings()
+        devices = list(devices) if devices is not None else [CpuDevice()]
+        super().__init__(LocalBuilder(build_workers, settings.compile_timeout,
+                                      {d.kind: type(d) for d in devices}),
+                         LocalRunner(devices, settings))

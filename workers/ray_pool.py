@@ -1,6 +1,8 @@
-"""The Ray-backed measurement pool: builds are Ray tasks on any node with a free CPU, each
-device is a Ray actor pinned to the node that owns it and holding that device's resource
-(``cpu-measure``, ...), and built artefacts travel to the devices through the object store.
+"""The Ray-backed measurement pool, a :class:`RayBuilder` and a :class:`RayRunner`: builds
+are Ray tasks on any node with a free CPU, each device is a Ray actor pinned to the node
+that owns it and holding that device's resource (``cpu-measure``, ...), and built
+artefacts travel to the devices through the object store (a build's ``library`` is an
+object reference here, which only the Ray runner resolves).
 
 A batch is built completely before it is timed, so no node of the cluster builds for this
 pool while one of its devices is being timed; each device actor times one candidate at a
@@ -29,11 +31,12 @@ from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
 from schedule import Target
 
-from .builder import build_in_sandbox, build_key, failed_build_result, type_path
+from .builder import Builder, build_in_sandbox, build_key, type_path
 from .cluster import RAY_ADDRESS_ENV
 from .device import BuildResult, Device, device_kinds, device_type
 from .measure import ErrorKind, MeasureInput, MeasureResult, MeasureSettings, Provenance
-from .pool import Pool, ResultCallback, prepare_inputs
+from .pool import MeasurePool
+from .runner import BuiltCandidate, ResultCallback, Runner
 from .sandbox import READY_TIMEOUT, Sandbox, resolve
 
 _BUILTIN_RESOURCES = frozenset({"CPU", "GPU", "memory", "object_store_memory"})
@@ -71,7 +74,7 @@ class DeviceActor:
     def run(self, metadata: dict[str, Any], library: bytes, inp: dict[str, Any],
             settings: dict[str, Any]) -> dict[str, Any]:
         build = BuildResult.from_metadata(metadata, library)
-        return self.device.run(build, MeasureInput.from_json(inp),
+        return self.device.run(build, MeasureInput.from_json(inp).parsed(),
                                MeasureSettings.from_json(settings)).to_json()
 
     def close(self) -> None:
@@ -110,38 +113,61 @@ def ray_address(address: str | None = None) -> str | None:
     return None if address == "local" else address
 
 
-class RayPool(Pool):
-    """Measures across a Ray cluster (see the module doc).
+def _kind_type(device_types: Mapping[str, type[Device]], kind: str) -> type[Device]:
+    return device_types.get(kind) or device_type(kind)
 
-    ``address``: the cluster to join (see :func:`ray_address`); a Ray runtime this process
-    already has is used as it is (and left running on ``close``). ``device_types`` maps a
-    target kind to its device class (default: the registry). ``device_start_timeout``
-    bounds how long a new device actor may take to come up (e.g. while another pool holds
-    the device) before it is left out of the batch; a device that has not answered
-    ``device_grace_s`` after a candidate's load and run timeouts is taken for lost.
+
+class RayBuilder(Builder):
+    """Builds every distinct candidate of a batch as a Ray task; a build's ``library`` is
+    the object reference of its bytes (they stay in the object store until a device
+    fetches them)."""
+
+    def __init__(self, compile_timeout: float, device_types: Mapping[str, type[Device]]):
+        self.compile_timeout = compile_timeout
+        self.device_types = dict(device_types)
+
+    def build(self, inputs: Sequence[MeasureInput]) -> list[BuildResult]:
+        refs: dict[tuple[str, ...], tuple[Any, Any]] = {}
+        keys = []
+        for inp in map(MeasureInput.parsed, inputs):
+            cls = _kind_type(self.device_types, inp.target.kind)
+            key = build_key(cls, inp)
+            keys.append(key)
+            if key not in refs:
+                refs[key] = _build_task.remote(type_path(cls), inp.to_json(),
+                                               self.compile_timeout)
+        builds: dict[tuple[str, ...], BuildResult] = {}
+        for key, (meta_ref, library_ref) in refs.items():
+            try:
+                builds[key] = BuildResult.from_metadata(ray.get(meta_ref), library_ref)
+            except ray.exceptions.RayError as err:
+                builds[key] = BuildResult(ErrorKind.DEVICE_LOST,
+                                          f"the build worker was lost: {err}")
+        return [builds[key] for key in keys]
+
+    def close(self) -> None:
+        """Build tasks hold nothing between batches."""
+
+
+class RayRunner(Runner):
+    """Times built candidates on the device actors of the cluster (see the module doc).
+
+    ``device_start_timeout`` bounds how long a new device actor may take to come up (e.g.
+    while another pool holds the device) before it is left out of the batch; a device that
+    has not answered ``device_grace_s`` after a candidate's load and run timeouts is taken
+    for lost.
     """
 
-    def __init__(self, settings: MeasureSettings | None = None, address: str | None = None,
-                 device_types: Mapping[str, type[Device]] | None = None,
+    def __init__(self, settings: MeasureSettings, device_types: Mapping[str, type[Device]],
                  device_start_timeout: float = 60.0,
                  device_grace_s: float = UNRESPONSIVE_GRACE_S):
-        self.settings = settings or MeasureSettings()
-        self.device_types = dict(device_types or {})
+        self.settings = settings
+        self.device_types = dict(device_types)
         self.device_start_timeout = device_start_timeout
         self.device_grace_s = device_grace_s
-        self._owns_ray = not ray.is_initialized()
-        if self._owns_ray:
-            address = ray_address(address)
-            if address:
-                ray.init(address=address)
-            else:
-                ray.init(resources=local_resources(), include_dashboard=False)
         self._devices: dict[tuple[str, str, int], _Device] = {}
         self.retries = 0
         """Candidates handed to another device because theirs died (since the start)."""
-
-    def _type(self, kind: str) -> type[Device]:
-        return self.device_types.get(kind) or device_type(kind)
 
     # ------------------------------------------------------------------ devices
 
@@ -152,7 +178,7 @@ class RayPool(Pool):
             if not node.get("Alive"):
                 continue
             for kind in kinds:
-                cls = self._type(kind)
+                cls = _kind_type(self.device_types, kind)
                 for slot in range(int(node["Resources"].get(cls.resource, 0))):
                     key = (kind, node["NodeID"], slot)
                     if key not in self._devices:
@@ -192,61 +218,20 @@ class RayPool(Pool):
             ray.kill(dev.handle, no_restart=True)
 
     def devices(self) -> list[str]:
-        """Ids of the device actors this pool currently uses."""
+        """Ids of the device actors this runner currently uses."""
         return sorted(dev.id for dev in self._devices.values())
 
-    # ------------------------------------------------------------------ measuring
+    # ------------------------------------------------------------------ timing
 
-    def _build(self, inputs: list[MeasureInput]) -> list[tuple[dict[str, Any], Any]]:
-        """Build every distinct candidate as a Ray task; (metadata, library ref) per input."""
-        refs: dict[str, tuple[Any, Any]] = {}
-        keys = []
-        for inp in inputs:
-            cls = self._type(inp.target.split()[0])
-            key = build_key(cls, inp)
-            keys.append(key)
-            if key not in refs:
-                refs[key] = _build_task.remote(type_path(cls), inp.to_json(),
-                                               self.settings.compile_timeout)
-        metadata: dict[str, dict[str, Any]] = {}
-        for key, (meta_ref, _) in refs.items():
-            try:
-                metadata[key] = ray.get(meta_ref)
-            except ray.exceptions.RayError as err:
-                metadata[key] = BuildResult(ErrorKind.DEVICE_LOST,
-                                            f"the build worker was lost: {err}").metadata()
-        return [(metadata[key], refs[key][1]) for key in keys]
-
-    def measure(self, inputs: Sequence[MeasureInput],
-                callback: ResultCallback | None = None) -> list[MeasureResult]:
-        inputs = prepare_inputs(inputs, self.device_types)
-        results: list[MeasureResult | None] = [None] * len(inputs)
-
-        def finish(n: int, result: MeasureResult) -> None:
-            assert results[n] is None, f"input {n} got a second result"
-            results[n] = result
-            if callback is not None:
-                callback(n, result)
-
-        builds = self._build(inputs)
-        queues: dict[str, deque[int]] = {}
-        for n, (meta, _) in enumerate(builds):
-            build = BuildResult.from_metadata(meta)
-            if build.ok:
-                queues.setdefault(inputs[n].target.split()[0], deque()).append(n)
-            else:
-                finish(n, failed_build_result(build, inputs[n], self.settings))
-        if queues:
-            targets = sorted({inputs[n].target for q in queues.values() for n in q})
-            devices = self._discover(set(queues), targets)
-            self._run(inputs, builds, queues, devices, finish)
-        return results  # type: ignore[return-value]  # every slot is filled
-
-    def _run(self, inputs: list[MeasureInput], builds: list[tuple[dict[str, Any], Any]],
-             queues: dict[str, deque[int]], devices: dict[str, list[_Device]],
-             finish: ResultCallback) -> None:
+    def run(self, candidates: Sequence[BuiltCandidate], finish: ResultCallback) -> None:
         """Hand queued candidates to idle devices of their kind, one at a time each, until
-        every candidate has a result. ``devices`` holds the live devices per kind."""
+        every candidate has a result."""
+        by_index = {cand.index: cand for cand in candidates}
+        targets = {cand.index: str(cand.input.target) for cand in candidates}
+        queues: dict[str, deque[int]] = {}
+        for cand in candidates:
+            queues.setdefault(cand.input.target.kind, deque()).append(cand.index)
+        devices = self._discover(set(queues), sorted(set(targets.values())))
         settings = self.settings.to_json()
         limit = self.settings.load_timeout + self.settings.run_timeout + self.device_grace_s
         idle = [dev for devs in devices.values() for dev in devs]
@@ -254,17 +239,17 @@ class RayPool(Pool):
         while True:
             for kind, queue in queues.items():
                 for n in [n for n in queue
-                          if not any(inputs[n].target in d.serves for d in devices[kind])]:
+                          if not any(targets[n] in d.serves for d in devices[kind])]:
                     queue.remove(n)
-                    finish(n, self._lost(inputs[n], kind, devices[kind]))
+                    finish(n, self._lost(targets[n], kind, devices[kind]))
                 for dev in [d for d in idle if d.kind == kind]:
-                    n = next((n for n in queue if inputs[n].target in dev.serves), None)
+                    n = next((n for n in queue if targets[n] in dev.serves), None)
                     if n is not None:
                         queue.remove(n)
                         idle.remove(dev)
-                        meta, library = builds[n]
-                        ref = dev.handle.run.remote(meta, library, inputs[n].to_json(),
-                                                    settings)
+                        cand = by_index[n]
+                        ref = dev.handle.run.remote(cand.build.metadata(), cand.build.library,
+                                                    cand.input.to_json(), settings)
                         running[ref] = (n, dev, time.monotonic() + limit)
             if not running:
                 return
@@ -290,16 +275,15 @@ class RayPool(Pool):
             except ray.exceptions.RayError as err:  # e.g. its artefact could not be fetched
                 result = MeasureResult([], ErrorKind.DEVICE_LOST, f"{dev.id}: {err}",
                                        device=dev.id, provenance=Provenance(
-                                           target=inputs[n].target,
-                                           settings=self.settings.timing()))
+                                           target=targets[n], settings=self.settings.timing()))
             idle.append(dev)
             finish(n, result)
 
-    def _lost(self, inp: MeasureInput, kind: str, alive: list[_Device]) -> MeasureResult:
-        why = (f"no live {kind} device in the cluster serves {inp.target!r}" if not alive
-               else f"none of the live {kind} devices serves {inp.target!r}")
+    def _lost(self, target: str, kind: str, alive: list[_Device]) -> MeasureResult:
+        why = (f"no live {kind} device in the cluster serves {target!r}" if not alive
+               else f"none of the live {kind} devices serves {target!r}")
         return MeasureResult([], ErrorKind.DEVICE_LOST, why,
-                             provenance=Provenance(target=inp.target,
+                             provenance=Provenance(target=target,
                                                    settings=self.settings.timing()))
 
     def close(self) -> None:
@@ -308,5 +292,44 @@ class RayPool(Pool):
         ray.wait(closing, num_returns=len(closing), timeout=10)
         for key in list(self._devices):
             self._drop(key)
+
+
+class RayPool(MeasurePool):
+    """Measures across a Ray cluster: a :class:`RayBuilder` and a :class:`RayRunner`.
+
+    ``address``: the cluster to join (see :func:`ray_address`); a Ray runtime this process
+    already has is used as it is (and left running on ``close``). ``device_types`` maps a
+    target kind to its device class (default: the registry). ``device_start_timeout`` and
+    ``device_grace_s``: see :class:`RayRunner`.
+    """
+
+    def __init__(self, settings: MeasureSettings | None = None, address: str | None = None,
+                 device_types: Mapping[str, type[Device]] | None = None,
+                 device_start_timeout: float = 60.0,
+                 device_grace_s: float = UNRESPONSIVE_GRACE_S):
+        settings = settings or MeasureSettings()
+        device_types = dict(device_types or {})
+        self._owns_ray = not ray.is_initialized()
+        if self._owns_ray:
+            address = ray_address(address)
+            if address:
+                ray.init(address=address)
+            else:
+                ray.init(resources=local_resources(), include_dashboard=False)
+        super().__init__(RayBuilder(settings.compile_timeout, device_types),
+                         RayRunner(settings, device_types, device_start_timeout,
+                                   device_grace_s))
+
+    @property
+    def retries(self) -> int:
+        """Candidates handed to another device because theirs died (since the start)."""
+        return self.runner.retries
+
+    def devices(self) -> list[str]:
+        """Ids of the device actors this pool currently uses."""
+        return self.runner.devices()
+
+    def close(self) -> None:
+        super().close()
         if self._owns_ray and ray.is_initialized():
             ray.shutdown()

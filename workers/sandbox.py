@@ -12,11 +12,26 @@ as an :class:`Outcome` and goes on.
 
 Two clocks: ``start_timeout`` runs from sending the job until the child calls
 ``started()`` (loading a library, making inputs), ``timeout`` from then until the answer.
+
+What runs in the child is derived from user input, so the child gets little (on Linux):
+- an environment of a few named variables (no database URLs, tokens or other secrets), and
+  no way to read the parent's: the parent makes itself non-dumpable (so ``/proc/<pid>/
+  environ`` and ``mem`` are closed to processes without ``CAP_SYS_PTRACE``) and the child
+  starts with an empty capability bounding set and ``no_new_privs`` (a child of root has no
+  capabilities either: it cannot ptrace, ``setns`` back, or override file permissions);
+- resource limits (address space, CPU seconds per job, file size, no core dumps; see
+  ``workers.child``);
+- where the OS allows it (running as root), a network namespace of its own with no
+  interface up. Where it does not, the child keeps the parent's network access.
+``Sandbox.isolation`` says what a child got. What remains: a child runs as the same user,
+so it can signal the parent and touch that user's files (run workers as a dedicated user).
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import functools
 import importlib
 import json
 import os
@@ -37,6 +52,57 @@ _MAX_BLOB = 1 << 36
 _MAX_BLOBS = 1024
 _CHUNK = 1 << 20
 READY_TIMEOUT = 120.0
+#: The variables a sandbox child inherits (exact names, or prefixes ending in ``_``): what
+#: compilers, OpenMP/BLAS runtimes and the kernel cache need; nothing else of the parent's.
+CHILD_ENVIRONMENT = ("PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "LC_CTYPE", "CC",
+                     "LD_LIBRARY_PATH", "TENSORTUNE_HOME", "TENSORTUNE_CPU_ISA",
+                     "TENSORTUNE_SANDBOX_MEMORY", "OMP_", "GOMP_", "KMP_", "OPENBLAS_")
+
+
+_LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
+_CLONE_NEWNET = 0x40000000
+_PR_SET_DUMPABLE = 4
+_PR_CAPBSET_DROP = 24
+_PR_SET_NO_NEW_PRIVS = 38
+_LAST_CAPABILITY = 63
+
+
+def _confine_child() -> None:
+    """Runs in the new child between fork and exec (``preexec_fn``): a network namespace
+    of its own where allowed, no capabilities after exec, no privilege gains. Only calls
+    into libc prepared by the parent; failures (no privilege) leave things as they are."""
+    if _LIBC is None:
+        return
+    _LIBC.unshare(_CLONE_NEWNET)
+    for capability in range(_LAST_CAPABILITY + 1):
+        if _LIBC.prctl(_PR_CAPBSET_DROP, capability, 0, 0, 0) != 0:
+            break
+    _LIBC.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+
+
+@functools.cache
+def _close_own_proc_files() -> None:
+    """Make this process non-dumpable (once, before its first child)."""
+    if _LIBC is not None:
+        _LIBC.prctl(_PR_SET_DUMPABLE, 0, 0, 0, 0)
+
+
+def _namespace(pid: int | str) -> str:
+    try:
+        return os.readlink(f"/proc/{pid}/ns/net")
+    except OSError:
+        return ""
+
+
+def child_environment(parent: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a sandbox child: the allowed variables of ``parent`` (default:
+    this process's) and the path to our packages."""
+    parent = dict(os.environ) if parent is None else parent
+    env = {name: value for name, value in parent.items()
+           if name in CHILD_ENVIRONMENT
+           or any(p.endswith("_") and name.startswith(p) for p in CHILD_ENVIRONMENT)}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    return env
 
 
 class SandboxError(RuntimeError):
@@ -152,6 +218,8 @@ class Sandbox:
         self._proc: subprocess.Popen | None = None
         self._sock: socket.socket | None = None
         self._finalizer: weakref.finalize | None = None
+        self.isolation: dict[str, Any] = {}
+        """What the last child reported of its isolation (limits, network namespace)."""
 
     @property
     def pid(self) -> int | None:
@@ -159,13 +227,12 @@ class Sandbox:
 
     def _start(self) -> None:
         parent, child = socket.socketpair()
-        env = dict(os.environ)
-        env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+        _close_own_proc_files()
         try:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "workers.child", str(child.fileno())],
-                pass_fds=(child.fileno(),), start_new_session=True, env=env,
-                stdin=subprocess.DEVNULL)
+                pass_fds=(child.fileno(),), start_new_session=True, env=child_environment(),
+                stdin=subprocess.DEVNULL, preexec_fn=_confine_child)
         except OSError as err:
             parent.close()
             raise SandboxError(f"cannot start a sandbox process: {err}") from None
@@ -181,6 +248,11 @@ class Sandbox:
             self.close()
             raise SandboxError(f"the sandbox process did not start within "
                                f"{self.ready_timeout:g} s ({describe_exit(proc.poll())})")
+        isolation = header.get("isolation")
+        self.isolation = dict(isolation) if isinstance(isolation, dict) else {}
+        own, childs = _namespace("self"), _namespace(proc.pid)
+        self.isolation["network"] = ("isolated" if own and childs and own != childs else
+                                     "not isolated (a network namespace needs root)")
 
     def _ensure(self) -> socket.socket:
         if self._proc is None or self._proc.poll() is not None:

@@ -15,10 +15,11 @@ from tuner import SpecError
 from ..auth import Principal
 from ..deps import get_state, reader
 from ..schemas import BestAnswer, BestBatchAnswer, BestBatchRequest
+from ..strict import StrictRoute
 from ..views import best_entry
 from .responses import errors
 
-router = APIRouter(prefix="/v1", tags=["best"])
+router = APIRouter(route_class=StrictRoute, prefix="/v1", tags=["best"])
 
 
 def canonical_target(text: str) -> str:

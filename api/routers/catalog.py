@@ -13,9 +13,10 @@ from schedule import ops
 from ..auth import Principal
 from ..deps import get_state, reader
 from ..schemas import OpInfo, WorkloadSummary
+from ..strict import StrictRoute
 from .responses import errors
 
-router = APIRouter(prefix="/v1", tags=["catalog"])
+router = APIRouter(route_class=StrictRoute, prefix="/v1", tags=["catalog"])
 
 
 def _op_info(name: str) -> dict[str, Any]:

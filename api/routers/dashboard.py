@@ -8,9 +8,11 @@ from pathlib import Path
 from fastapi import APIRouter
 from fastapi.responses import FileResponse
 
+from ..strict import StrictRoute
+
 STATIC = Path(__file__).resolve().parent.parent / "static"
 
-router = APIRouter(include_in_schema=False)
+router = APIRouter(route_class=StrictRoute, include_in_schema=False)
 
 
 @router.get("/")

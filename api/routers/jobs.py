@@ -18,11 +18,12 @@ from ..auth import AuthError, Principal
 from ..deps import get_state, reader, submitter
 from ..schemas import JobCreated, JobList, JobRequest, JobView
 from ..state import ServiceState
+from ..strict import StrictRoute
 from ..submissions import spec_digest
 from ..views import job_view
 from .responses import errors
 
-router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+router = APIRouter(route_class=StrictRoute, prefix="/v1/jobs", tags=["jobs"])
 TERMINAL = ("succeeded", "failed", "cancelled")
 #: How often an event stream looks for news of a job not running in this server.
 POLL_S = 0.25
@@ -61,14 +62,14 @@ def submit(body: JobRequest, request: Request, response: Response,
     digest = spec_digest(spec.to_json())
     existing = state.guard.repeat_of(who, digest, idempotency_key)
     if existing is not None:
-        job = state.db.get_job(existing)
+        job = state.db.jobs.get(existing)
         response.status_code = 200
         return _created(job, duplicate=True)
     state.guard.admit(who)
     job = submit_job(state.db, spec, owner=principal.owner)
     state.guard.remember(who, digest, idempotency_key, job.id)
     if state.executor is not None:
-        state.executor.submit(job.id)
+        state.executor.submit(job.id, spec)
     response.headers["Location"] = f"/v1/jobs/{job.id}"
     return _created(job)
 
@@ -88,7 +89,7 @@ def list_jobs(request: Request, _: Principal = reader,
     """Jobs, newest first (without curves unless asked)."""
     if status is not None and status not in JOB_STATUSES:
         raise SpecError(f"status: unknown {status!r}; one of {', '.join(JOB_STATUSES)}")
-    jobs = get_state(request).db.list_jobs(status=status, owner=owner, limit=limit,
+    jobs = get_state(request).db.jobs.list(status=status, owner=owner, limit=limit,
                                            offset=offset)
     return {"jobs": [job_view(j, with_curves=curves) for j in jobs], "limit": limit,
             "offset": offset}
@@ -98,7 +99,7 @@ def list_jobs(request: Request, _: Principal = reader,
 def get_job(job_id: str, request: Request, _: Principal = reader) -> dict[str, Any]:
     """A job: status, and per workload its key, progress, best so far, error counts and
     best-so-far curve."""
-    return job_view(get_state(request).db.get_job(job_id), with_spec=True)
+    return job_view(get_state(request).db.jobs.get(job_id), with_spec=True)
 
 
 @router.delete("/{job_id}", response_model=JobView, responses=errors(404, 409))
@@ -106,7 +107,7 @@ def cancel(job_id: str, request: Request, principal: Principal = submitter) -> d
     """Cancel a queued or running job (a running one stops after its current batch; what
     it measured is kept). Submitters may cancel their own jobs, admins any job."""
     db = get_state(request).db
-    job = db.get_job(job_id)
+    job = db.jobs.get(job_id)
     if not principal.has("admin") and job.owner != principal.owner:
         raise AuthError(403, f"job {job_id} belongs to another owner; only an admin may "
                              "cancel it")
@@ -134,7 +135,7 @@ async def _stream(state: ServiceState, request: Request, job: Job) -> AsyncItera
             if event.get("type") == "done":
                 return
         if not live and not events:
-            job = await run_in_threadpool(state.db.get_job, job.id)
+            job = await run_in_threadpool(state.db.jobs.get, job.id)
             if job.status in TERMINAL and not state.hub.read(job.id, n)[0]:
                 yield _sse(n + 1, _final(job))
                 return
@@ -156,6 +157,6 @@ async def events(job_id: str, request: Request, _: Principal = reader) -> Stream
     whole progress), then a final ``done`` event; the stream then ends. A job that already
     ended gets its ``done`` event at once."""
     state = get_state(request)
-    job = await run_in_threadpool(state.db.get_job, job_id)
+    job = await run_in_threadpool(state.db.jobs.get, job_id)
     return StreamingResponse(_stream(state, request, job), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})

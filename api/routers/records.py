@@ -16,9 +16,10 @@ from db import ERROR_KINDS, Database
 from ..auth import Principal
 from ..deps import admin, get_state, reader
 from ..schemas import ImportResult, RecordPage
+from ..strict import StrictRoute
 from .responses import errors
 
-router = APIRouter(prefix="/v1/records", tags=["records"])
+router = APIRouter(route_class=StrictRoute, prefix="/v1/records", tags=["records"])
 NDJSON = "application/x-ndjson"
 
 
@@ -58,9 +59,16 @@ def export(request: Request, _: Principal = reader,
     ``POST /v1/records/import`` or ``tensortune records import``)."""
     db: Database = get_state(request).db
     filters = _filters(workload_key, target, job_id, None, None)
+    # The query runs (and its errors become a status) here, before the first byte is sent:
+    # once the 200 headers are out, a failure could only cut the body short.
+    records = db.iter_records(**filters)
+    first = next(records, None)
 
     def lines() -> Iterator[str]:
-        for record in db.iter_records(**filters):
+        if first is None:
+            return
+        yield first.to_json() + "\n"
+        for record in records:
             yield record.to_json() + "\n"
 
     disposition = 'attachment; filename="records.jsonl"'

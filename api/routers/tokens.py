@@ -12,9 +12,10 @@ from tuner import SpecError
 from ..auth import Principal, create_token
 from ..deps import admin, get_state
 from ..schemas import TokenCreated, TokenInfo, TokenRequest
+from ..strict import StrictRoute
 from .responses import errors
 
-router = APIRouter(prefix="/v1/tokens", tags=["tokens"])
+router = APIRouter(route_class=StrictRoute, prefix="/v1/tokens", tags=["tokens"])
 
 
 def _info(info: ApiTokenInfo) -> dict[str, Any]:
@@ -35,13 +36,13 @@ def create(body: TokenRequest, request: Request, _: Principal = admin) -> dict[s
 @router.get("", response_model=list[TokenInfo], responses=errors())
 def list_tokens(request: Request, _: Principal = admin) -> list[dict[str, Any]]:
     """Active tokens (never their secrets)."""
-    return [_info(info) for info in get_state(request).db.list_tokens()]
+    return [_info(info) for info in get_state(request).db.tokens.list()]
 
 
 @router.delete("/{token_id}", response_model=TokenInfo, responses=errors(404))
 def revoke(token_id: str, request: Request, _: Principal = admin) -> dict[str, Any]:
     """Revoke a token; it stops working at once."""
     state = get_state(request)
-    info = state.db.revoke_token(token_id)
+    info = state.db.tokens.revoke(token_id)
     state.tokens.forget(token_id)
     return _info(info)

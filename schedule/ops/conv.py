@@ -41,6 +41,15 @@ def _check_groups(op: str, C: int, K: int, Cg: int, groups: int) -> None:
                          f"{C // groups}")
 
 
+#: The dimension order of each convolution layout's data, kernel and output tensors: N batch,
+#: C input channels (per group in the kernel), H x W the image, K output channels, R x S
+#: the kernel window. The reduce axes (``rc, ry, rx`` for C, R, S) follow the kernel's order.
+CONV_LAYOUTS = {
+    "conv2d_nchw": ("NCHW", "KCRS", "NKHW"),  # kernel OIHW
+    "conv2d_nhwc": ("NHWC", "RSCK", "NHWK"),  # kernel HWIO
+}
+
+
 def conv2d_nchw(data: Tensor, kernel: Tensor, stride: IntOrPair = 1, padding: IntOrPair = 0,
                 dilation: IntOrPair = 1, groups: int = 1, out_dtype: str | None = None,
                 name: str = "conv") -> Tensor:
@@ -48,58 +57,62 @@ def conv2d_nchw(data: Tensor, kernel: Tensor, stride: IntOrPair = 1, padding: In
 
     ``padding`` is an int, a pair (h, w) or (top, left, bottom, right).
     """
-    check_ndim(data, 4, "conv2d_nchw", "data")
-    check_ndim(kernel, 4, "conv2d_nchw", "kernel")
-    N, C, H, W = data.shape
-    K, Cg, R, S = kernel.shape
-    _check_groups("conv2d_nchw", C, K, Cg, groups)
-    (sh, sw), pads, (dh, dw), OH, OW = _window("conv2d_nchw", H, W, R, S, stride, padding,
-                                               dilation)
-    dtype = out_dtype or data.dtype
-    src = pad(data, [0, 0, pads[0], pads[1]], [0, 0, pads[2], pads[3]]) if any(pads) else data
-    Kg = K // groups
-    rc = te.reduce_axis((0, Cg), name="rc")
-    ry = te.reduce_axis((0, R), name="ry")
-    rx = te.reduce_axis((0, S), name="rx")
-
-    def body(n: te.Var, k: te.Var, oh: te.Var, ow: te.Var) -> te.Expr:
-        c = rc if groups == 1 else k // Kg * Cg + rc.var
-        h = scaled(oh, sh) + scaled(ry.var, dh)
-        w = scaled(ow, sw) + scaled(rx.var, dw)
-        x = src[n, c, h, w]
-        return te.sum(to(dtype, x) * to(dtype, kernel[k, rc, ry, rx]), axis=[rc, ry, rx])
-
-    return te.compute((N, K, OH, OW), body, name=name,
-                      tag=tags.make(tags.REDUCTION, "conv2d_nchw"))
+    return _conv2d("conv2d_nchw", data, kernel, stride, padding, dilation, groups, out_dtype,
+                   name)
 
 
 def conv2d_nhwc(data: Tensor, kernel: Tensor, stride: IntOrPair = 1, padding: IntOrPair = 0,
                 dilation: IntOrPair = 1, groups: int = 1, out_dtype: str | None = None,
                 name: str = "conv") -> Tensor:
     """Convolution of ``data (N, H, W, C)`` with ``kernel (R, S, C/groups, K)`` (HWIO)."""
-    check_ndim(data, 4, "conv2d_nhwc", "data")
-    check_ndim(kernel, 4, "conv2d_nhwc", "kernel")
-    N, H, W, C = data.shape
-    R, S, Cg, K = kernel.shape
-    _check_groups("conv2d_nhwc", C, K, Cg, groups)
-    (sh, sw), pads, (dh, dw), OH, OW = _window("conv2d_nhwc", H, W, R, S, stride, padding,
-                                               dilation)
-    dtype = out_dtype or data.dtype
-    src = pad(data, [0, pads[0], pads[1], 0], [0, pads[2], pads[3], 0]) if any(pads) else data
-    Kg = K // groups
-    ry = te.reduce_axis((0, R), name="ry")
-    rx = te.reduce_axis((0, S), name="rx")
-    rc = te.reduce_axis((0, Cg), name="rc")
+    return _conv2d("conv2d_nhwc", data, kernel, stride, padding, dilation, groups, out_dtype,
+                   name)
 
-    def body(n: te.Var, oh: te.Var, ow: te.Var, k: te.Var) -> te.Expr:
+
+def _conv2d(op: str, data: Tensor, kernel: Tensor, stride: IntOrPair, padding: IntOrPair,
+            dilation: IntOrPair, groups: int, out_dtype: str | None, name: str) -> Tensor:
+    """The convolution ``op`` of ``CONV_LAYOUTS``."""
+    data_layout, kernel_layout, out_layout = CONV_LAYOUTS[op]
+    check_ndim(data, 4, op, "data")
+    check_ndim(kernel, 4, op, "kernel")
+    N, C, H, W = (data.shape[data_layout.index(d)] for d in "NCHW")
+    K, Cg, R, S = (kernel.shape[kernel_layout.index(d)] for d in "KCRS")
+    _check_groups(op, C, K, Cg, groups)
+    (sh, sw), pads, (dh, dw), OH, OW = _window(op, H, W, R, S, stride, padding, dilation)
+    dtype = out_dtype or data.dtype
+    if any(pads):
+        before, after = {"H": pads[0], "W": pads[1]}, {"H": pads[2], "W": pads[3]}
+        src = pad(data, [before.get(d, 0) for d in data_layout],
+                  [after.get(d, 0) for d in data_layout])
+    else:
+        src = data
+    Kg = K // groups
+    window = {"C": ("rc", Cg), "R": ("ry", R), "S": ("rx", S)}
+    reduce_axes = {d: te.reduce_axis((0, window[d][1]), name=window[d][0])
+                   for d in kernel_layout if d in window}
+    rc, ry, rx = reduce_axes["C"], reduce_axes["R"], reduce_axes["S"]
+
+    def value(n: te.Var, k: te.Var, oh: te.Var, ow: te.Var) -> te.Expr:
         c = rc if groups == 1 else k // Kg * Cg + rc.var
         h = scaled(oh, sh) + scaled(ry.var, dh)
         w = scaled(ow, sw) + scaled(rx.var, dw)
-        x = src[n, h, w, c]
-        return te.sum(to(dtype, x) * to(dtype, kernel[ry, rx, rc, k]), axis=[ry, rx, rc])
+        at = {"N": n, "C": c, "H": h, "W": w}
+        x = src[tuple(at[d] for d in data_layout)]
+        tap = {"K": k, "C": rc, "R": ry, "S": rx}
+        weight = kernel[tuple(tap[d] for d in kernel_layout)]
+        return te.sum(to(dtype, x) * to(dtype, weight), axis=list(reduce_axes.values()))
 
-    return te.compute((N, OH, OW, K), body, name=name,
-                      tag=tags.make(tags.REDUCTION, "conv2d_nhwc"))
+    # the output's axes take their names from the parameters of the compute function
+    if out_layout == "NKHW":
+        def body(n: te.Var, k: te.Var, oh: te.Var, ow: te.Var) -> te.Expr:
+            return value(n, k, oh, ow)
+    else:
+        def body(n: te.Var, oh: te.Var, ow: te.Var, k: te.Var) -> te.Expr:
+            return value(n, k, oh, ow)
+
+    extents = {"N": N, "K": K, "H": OH, "W": OW}
+    return te.compute(tuple(extents[d] for d in out_layout), body, name=name,
+                      tag=tags.make(tags.REDUCTION, op))
 
 
 def depthwise_conv2d_nchw(data: Tensor, kernel: Tensor, stride: IntOrPair = 1,

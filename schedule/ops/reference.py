@@ -100,42 +100,49 @@ def conv2d_nchw(data: np.ndarray, kernel: np.ndarray, stride: IntOrPair = 1,
                 padding: IntOrPair = 0, dilation: IntOrPair = 1, groups: int = 1,
                 out_dtype: str | None = None) -> np.ndarray:
     """data (N, C, H, W), kernel (K, C/groups, R, S) -> (N, K, OH, OW)."""
-    (sh, sw), (dh, dw), (pt, pl, pb, pr) = _pair(stride), _pair(dilation), _pads(padding)
-    N, _, H, W = data.shape
-    K, Cg, R, S = kernel.shape
-    OH, OW = _out_size(H, R, sh, pt + pb, dh), _out_size(W, S, sw, pl + pr, dw)
-    x = np.pad(_wide(data), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
-    w = _wide(kernel)
-    out = np.zeros((N, K, OH, OW), dtype=x.dtype)
-    Kg = K // groups
-    for g in range(groups):
-        xg = x[:, g * Cg:(g + 1) * Cg]
-        wg = w[g * Kg:(g + 1) * Kg]
-        for r in range(R):
-            for s in range(S):
-                patch = xg[:, :, _window_slice(r * dh, OH, sh), _window_slice(s * dw, OW, sw)]
-                out[:, g * Kg:(g + 1) * Kg] += np.einsum("nchw,kc->nkhw", patch, wg[:, :, r, s])
-    return _out(out, out_dtype or data.dtype)
+    return _conv2d("nchw", data, kernel, stride, padding, dilation, groups, out_dtype)
 
 
 def conv2d_nhwc(data: np.ndarray, kernel: np.ndarray, stride: IntOrPair = 1,
                 padding: IntOrPair = 0, dilation: IntOrPair = 1, groups: int = 1,
                 out_dtype: str | None = None) -> np.ndarray:
     """data (N, H, W, C), kernel (R, S, C/groups, K) -> (N, OH, OW, K)."""
+    return _conv2d("nhwc", data, kernel, stride, padding, dilation, groups, out_dtype)
+
+
+# The dimension order of the data, kernel and output of each layout (N batch, C input channels
+# per group in the kernel, H x W image, K output channels, R x S window), and the product of
+# a window position's input patch with the kernel's (K, C) or (C, K) matrix at that position.
+_CONV_LAYOUTS = {
+    "nchw": ("NCHW", "KCRS", "NKHW", lambda patch, w: np.einsum("nchw,kc->nkhw", patch, w)),
+    "nhwc": ("NHWC", "RSCK", "NHWK", np.matmul),
+}
+
+
+def _conv2d(layout: str, data: np.ndarray, kernel: np.ndarray, stride: IntOrPair,
+            padding: IntOrPair, dilation: IntOrPair, groups: int,
+            out_dtype: str | None) -> np.ndarray:
+    data_layout, kernel_layout, out_layout, product = _CONV_LAYOUTS[layout]
     (sh, sw), (dh, dw), (pt, pl, pb, pr) = _pair(stride), _pair(dilation), _pads(padding)
-    N, H, W, _ = data.shape
-    R, S, Cg, K = kernel.shape
+    N, H, W = (data.shape[data_layout.index(d)] for d in "NHW")
+    K, Cg, R, S = (kernel.shape[kernel_layout.index(d)] for d in "KCRS")
     OH, OW = _out_size(H, R, sh, pt + pb, dh), _out_size(W, S, sw, pl + pr, dw)
-    x = np.pad(_wide(data), ((0, 0), (pt, pb), (pl, pr), (0, 0)))
+    pads = {"H": (pt, pb), "W": (pl, pr)}
+    x = np.pad(_wide(data), tuple(pads.get(d, (0, 0)) for d in data_layout))
     w = _wide(kernel)
-    out = np.zeros((N, OH, OW, K), dtype=x.dtype)
+    extents = {"N": N, "K": K, "H": OH, "W": OW}
+    out = np.zeros(tuple(extents[d] for d in out_layout), dtype=x.dtype)
     Kg = K // groups
     for g in range(groups):
+        ks = slice(g * Kg, (g + 1) * Kg)
+        out_g = out[tuple(ks if d == "K" else slice(None) for d in out_layout)]
         for r in range(R):
             for s in range(S):
-                patch = x[:, _window_slice(r * dh, OH, sh), _window_slice(s * dw, OW, sw),
-                          g * Cg:(g + 1) * Cg]
-                out[..., g * Kg:(g + 1) * Kg] += patch @ w[r, s, :, g * Kg:(g + 1) * Kg]
+                at = {"N": slice(None), "C": slice(g * Cg, (g + 1) * Cg),
+                      "H": _window_slice(r * dh, OH, sh), "W": _window_slice(s * dw, OW, sw)}
+                patch = x[tuple(at[d] for d in data_layout)]
+                tap = {"K": ks, "C": slice(None), "R": r, "S": s}
+                out_g += product(patch, w[tuple(tap[d] for d in kernel_layout)])
     return _out(out, out_dtype or data.dtype)
 
 

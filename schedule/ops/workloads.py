@@ -12,10 +12,11 @@ exponential counts 1 per element.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from typing import Any
 
 from . import reference as ref
-from .conv import conv2d_nchw, conv2d_nhwc, depthwise_conv2d_nchw
+from .conv import CONV_LAYOUTS, conv2d_nchw, conv2d_nhwc, depthwise_conv2d_nchw
 from .elemwise import CHAIN_OPS, elementwise_chain
 from .linalg import ACTIVATIONS, batch_matmul, dense, matmul
 from .nn import layer_norm, log_softmax, softmax
@@ -198,45 +199,42 @@ def _conv_kwargs(p: P) -> dict[str, Any]:
             "out_dtype": _acc(p["dtype"])}
 
 
-def _nchw_args(p: P) -> list[Arg]:
-    dt, (oh, ow) = p["dtype"], _out_hw(p)
-    lo, hi = _ival(dt, -1, 1)
-    return [Arg("data", (p["N"], p["C"], p["H"], p["W"]), dt, lo, hi),
-            Arg("kernel", (p["K"], p["C"] // p["groups"], p["R"], p["S"]), dt, lo, hi),
-            Arg("conv", (p["N"], p["K"], oh, ow), _acc(dt))]
+def _conv_spec(op: str, description: str, build: Callable[..., Any],
+               reference: Callable[..., Any]) -> OpSpec:
+    """The spec of a 2-d convolution whose tensors have the layouts ``CONV_LAYOUTS[op]``."""
+    data_layout, kernel_layout, out_layout = CONV_LAYOUTS[op]
+
+    def args(p: P) -> list[Arg]:
+        dt, (oh, ow) = p["dtype"], _out_hw(p)
+        lo, hi = _ival(dt, -1, 1)
+        dims = {"N": p["N"], "C": p["C"], "H": p["H"], "W": p["W"]}
+        taps = {"K": p["K"], "C": p["C"] // p["groups"], "R": p["R"], "S": p["S"]}
+        out = {"N": p["N"], "K": p["K"], "H": oh, "W": ow}
+        return [Arg("data", tuple(dims[d] for d in data_layout), dt, lo, hi),
+                Arg("kernel", tuple(taps[d] for d in kernel_layout), dt, lo, hi),
+                Arg("conv", tuple(out[d] for d in out_layout), _acc(dt))]
+
+    return OpSpec(
+        name=op,
+        description=description,
+        params=_conv_params(),
+        args_fn=args,
+        build_fn=lambda t, p: build(t[0], t[1], groups=p["groups"], **_conv_kwargs(p)),
+        reference_fn=lambda a, p: reference(a[0], a[1], groups=p["groups"], **_conv_kwargs(p)),
+        flops_fn=_conv_flops,
+        check_fn=_check_conv,
+    )
 
 
-def _nhwc_args(p: P) -> list[Arg]:
-    dt, (oh, ow) = p["dtype"], _out_hw(p)
-    lo, hi = _ival(dt, -1, 1)
-    return [Arg("data", (p["N"], p["H"], p["W"], p["C"]), dt, lo, hi),
-            Arg("kernel", (p["R"], p["S"], p["C"] // p["groups"], p["K"]), dt, lo, hi),
-            Arg("conv", (p["N"], oh, ow, p["K"]), _acc(dt))]
+CONV2D_NCHW = _conv_spec(
+    "conv2d_nchw",
+    "2-d convolution, data NCHW, kernel OIHW (K, C/groups, R, S), output NKHW",
+    conv2d_nchw, ref.conv2d_nchw)
 
-
-CONV2D_NCHW = OpSpec(
-    name="conv2d_nchw",
-    description="2-d convolution, data NCHW, kernel OIHW (K, C/groups, R, S), output NKHW",
-    params=_conv_params(),
-    args_fn=_nchw_args,
-    build_fn=lambda t, p: conv2d_nchw(t[0], t[1], groups=p["groups"], **_conv_kwargs(p)),
-    reference_fn=lambda a, p: ref.conv2d_nchw(a[0], a[1], groups=p["groups"],
-                                              **_conv_kwargs(p)),
-    flops_fn=_conv_flops,
-    check_fn=_check_conv,
-)
-
-CONV2D_NHWC = OpSpec(
-    name="conv2d_nhwc",
-    description="2-d convolution, data NHWC, kernel HWIO (R, S, C/groups, K), output NHWK",
-    params=_conv_params(),
-    args_fn=_nhwc_args,
-    build_fn=lambda t, p: conv2d_nhwc(t[0], t[1], groups=p["groups"], **_conv_kwargs(p)),
-    reference_fn=lambda a, p: ref.conv2d_nhwc(a[0], a[1], groups=p["groups"],
-                                              **_conv_kwargs(p)),
-    flops_fn=_conv_flops,
-    check_fn=_check_conv,
-)
+CONV2D_NHWC = _conv_spec(
+    "conv2d_nhwc",
+    "2-d convolution, data NHWC, kernel HWIO (R, S, C/groups, K), output NHWK",
+    conv2d_nhwc, ref.conv2d_nhwc)
 
 
 def _dw_args(p: P) -> list[Arg]:

@@ -130,7 +130,7 @@ def make_local_app(tmp_path: Path, **settings: object) -> LocalApp:
     db_url = f"sqlite:///{tmp_path / 'api.db'}"
     app = create_app(Settings(db_url=db_url, run_jobs=False, **settings))
     db = app.state.service.db
-    tokens = {role: db.create_token(f"{role}-user", name=role)[0] for role in ROLES}
+    tokens = {role: db.tokens.create(f"{role}-user", name=role)[0] for role in ROLES}
     return LocalApp(TestClient(app, raise_server_exceptions=False), db, tokens)
 
 

@@ -3,10 +3,13 @@ the dashboard page need no token; tokens are stored hashed; auth off binds loopb
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import io
 import json
 
 import pytest
+from fastapi.testclient import TestClient
 
 from api import ROLES as API_ROLES
 from api import Settings, create_app
@@ -104,14 +107,14 @@ def test_unknown_malformed_and_revoked_tokens_are_refused(local: LocalApp) -> No
 
 
 def test_a_token_without_an_api_role_is_forbidden(local: LocalApp) -> None:
-    secret, _ = local.db.create_token("dave", name="some label")
+    secret, _ = local.db.tokens.create("dave", name="some label")
     response = local.http.get("/v1/jobs", headers={"Authorization": f"Bearer {secret}"})
     assert response.status_code == 403 and "no API role" in response.json()["detail"]
 
 
 def test_tokens_are_stored_hashed(local: LocalApp) -> None:
     secret = local.tokens["admin"]
-    with local.db._read() as conn:
+    with local.db.connector.read() as conn:
         rows = conn.exec_driver_sql("SELECT token_hash FROM api_tokens").all()
     stored = {row[0] for row in rows}
     assert hashlib.sha256(secret.encode()).hexdigest() in stored
@@ -135,7 +138,7 @@ def test_auth_off_acts_as_local_admin_on_loopback_only(tmp_path) -> None:
         assert app.http.get("/v1/tokens").status_code == 200
         submitted = app.http.post("/v1/jobs", json=TINY_JOB)
         assert submitted.status_code == 202
-        assert app.db.get_job(submitted.json()["id"]).owner == "local"
+        assert app.db.jobs.get(submitted.json()["id"]).owner == "local"
     with pytest.raises(ValueError, match="loopback"):
         create_app(Settings(db_url=f"sqlite:///{tmp_path / 'x.db'}", auth=False,
                             host="0.0.0.0", run_jobs=False))
@@ -155,10 +158,10 @@ def test_verified_tokens_are_cached_for_a_few_seconds(tmp_path) -> None:
     for ttl, status_after in ((60.0, 200), (0.0, 401)):
         app = make_local_app(tmp_path / str(ttl), token_cache_s=ttl)
         with app.http:
-            secret, info = app.db.create_token("erin", name="reader")
+            secret, info = app.db.tokens.create("erin", name="reader")
             headers = {"Authorization": f"Bearer {secret}"}
             assert app.http.get("/v1/ops", headers=headers).status_code == 200
-            app.db.revoke_token(info.id)
+            app.db.tokens.revoke(info.id)
             assert app.http.get("/v1/ops", headers=headers).status_code == status_after
 
 
@@ -182,6 +185,34 @@ def test_token_create_prints_the_secret_once(tmp_path, capsys) -> None:
     out, err = capsys.readouterr()
     secret = out.strip()
     assert secret.startswith("tt_") and "shown only once" in err
-    info = Database(url).verify_token(secret)
+    info = Database(url).tokens.verify(secret)
     assert info is not None and info.owner == "ci" and info.name == "submitter"
     assert cli_main(["token", "create", "--role", "root", "--db", url]) == 2
+
+
+def test_tokens_created_without_an_owner_never_share_jobs(tmp_path) -> None:
+    """Each token is its own owner unless an admin grants a shared one: two submitter
+    tokens made by the same person on the same machine cannot cancel each other's jobs."""
+    url = f"sqlite:///{tmp_path / 'owners.db'}"
+    secrets = []
+    for _ in range(2):
+        with contextlib.redirect_stdout(io.StringIO()) as out:
+            assert cli_main(["token", "create", "--role", "submitter", "--json",
+                             "--db", url]) == 0
+        secrets.append(json.loads(out.getvalue())["token"])
+    app = create_app(Settings(db_url=url, run_jobs=False))
+    with TestClient(app) as http:
+        first, second = ({"Authorization": f"Bearer {s}"} for s in secrets)
+        job = http.post("/v1/jobs", json=TINY_JOB, headers=first).json()["id"]
+        refused = http.delete(f"/v1/jobs/{job}", headers=second)
+        assert refused.status_code == 403 and "another owner" in refused.json()["detail"]
+        assert http.delete(f"/v1/jobs/{job}", headers=first).status_code == 200
+        shared = [http.post("/v1/tokens", json={"role": "submitter", "owner": "team"},
+                            headers=first) for _ in range(2)]
+        assert all(r.status_code == 403 for r in shared)  # granting is for admins
+    a, b = (app.state.service.db.tokens.create("team", name="submitter")[0] for _ in range(2))
+    with TestClient(app) as http:  # an admin granted one owner to both: they share jobs
+        job = http.post("/v1/jobs", json={**TINY_JOB, "seed": 3},
+                        headers={"Authorization": f"Bearer {a}"}).json()["id"]
+        assert http.delete(f"/v1/jobs/{job}", headers={"Authorization": f"Bearer {b}"}) \
+            .status_code == 200

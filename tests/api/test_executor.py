@@ -87,8 +87,8 @@ def _executor(tmp_path: Path, log: list[str], workers: int = 3
 
 def _wait_for(db: Database, job_ids: list[str], timeout: float = 60) -> None:
     deadline = time.monotonic() + timeout
-    while any(db.get_job(j).status in ("queued", "running") for j in job_ids):
-        assert time.monotonic() < deadline, [db.get_job(j).status for j in job_ids]
+    while any(db.jobs.get(j).status in ("queued", "running") for j in job_ids):
+        assert time.monotonic() < deadline, [db.jobs.get(j).status for j in job_ids]
         time.sleep(0.05)
 
 
@@ -101,7 +101,7 @@ def test_concurrent_jobs_share_the_pool_fairly(tmp_path: Path) -> None:
         _wait_for(db, jobs)
     finally:
         executor.stop()
-    assert [db.get_job(j).status for j in jobs] == ["succeeded"] * 3
+    assert [db.jobs.get(j).status for j in jobs] == ["succeeded"] * 3
     assert len(pools) == 1 and pools[0].overlaps == 0  # one pool, one batch at a time
     assert len(log) == 9  # 3 jobs x 12 trials / 4 per batch
     # interleaved: no job ran all its batches in a row while the others waited
@@ -109,7 +109,7 @@ def test_concurrent_jobs_share_the_pool_fairly(tmp_path: Path) -> None:
     for before, now in itertools.pairwise(log):
         runs.append(runs[-1] + 1 if now == before else 1)
     assert max(runs) <= 2, log
-    assert all(db.get_job(j).progress["trials"] == 12 for j in jobs)
+    assert all(db.jobs.get(j).progress["trials"] == 12 for j in jobs)
 
 
 def test_events_are_published_per_batch_and_at_the_end(tmp_path: Path) -> None:
@@ -130,7 +130,7 @@ def test_a_job_cancelled_before_it_starts_is_not_run(tmp_path: Path) -> None:
     log: list[str] = []
     db, executor, _ = _executor(tmp_path, log, workers=1)
     job_id = submit_job(db, FAST_JOB).id
-    db.update_job(job_id, status="cancelled")
+    db.jobs.update(job_id, status="cancelled")
     executor.submit(job_id)
     executor.start()
     try:
@@ -140,4 +140,4 @@ def test_a_job_cancelled_before_it_starts_is_not_run(tmp_path: Path) -> None:
     finally:
         executor.stop()
     assert executor.active == 0 and log == []
-    assert db.get_job(job_id).status == "cancelled"
+    assert db.jobs.get(job_id).status == "cancelled"

@@ -129,7 +129,7 @@ def test_a_server_killed_mid_job_is_restarted_and_goes_on_at_once(tmp_path) -> N
                 time.sleep(0.1)
         server.process.send_signal(signal.SIGKILL)
         server.process.wait(timeout=30)
-        job = db.get_job(job_id)
+        job = db.jobs.get(job_id)
         assert job.status == "running" and 4 <= len(_tuned_steps(db, job_id)) < 40
         assert time.time() - job.progress["heartbeat"] < HEARTBEAT_STALE_S
         assert is_stale(job)  # by its dead process, not by the age of its heartbeat
@@ -153,7 +153,7 @@ def test_restarted_server_resumes_queued_and_stale_jobs(tmp_path) -> None:
     db = Database(f"sqlite:///{home / 'tuning.db'}")
     queued = submit_job(db, TINY_JOB, owner="someone")
     stale = submit_job(db, {**TINY_JOB, "seed": 1}, owner="someone")
-    db.update_job(stale.id, status="running", progress={"heartbeat": 1.0})
+    db.jobs.update(stale.id, status="running", progress={"heartbeat": 1.0})
     with sqlite3.connect(home / "tuning.db") as conn:  # as if its server died long ago
         conn.execute("UPDATE jobs SET updated_at = 1.0 WHERE id = ?", (stale.id,))
     server = start_server(home)
@@ -177,7 +177,7 @@ def test_events_relay_a_job_run_by_another_process(server: Server) -> None:
     job = submit_job(db, {**TINY_JOB, "seed": 7}, owner="elsewhere")
     # the server takes up queued jobs only at start and its own submissions; this one is
     # "running" in another process with a fresh heartbeat, so the server leaves it alone
-    db.update_job(job.id, status="running", progress={"trials": 0, "heartbeat": time.time()})
+    db.jobs.update(job.id, status="running", progress={"trials": 0, "heartbeat": time.time()})
     events: list[dict] = []
 
     def follow() -> None:
@@ -187,9 +187,9 @@ def test_events_relay_a_job_run_by_another_process(server: Server) -> None:
     thread = threading.Thread(target=follow)
     thread.start()
     time.sleep(1.0)
-    db.update_job(job.id, progress={"trials": 4, "heartbeat": time.time()})
+    db.jobs.update(job.id, progress={"trials": 4, "heartbeat": time.time()})
     time.sleep(1.0)
-    db.update_job(job.id, status="succeeded", progress={"trials": 8, "heartbeat": time.time()})
+    db.jobs.update(job.id, status="succeeded", progress={"trials": 8, "heartbeat": time.time()})
     thread.join(30)
     assert not thread.is_alive()
     assert [e["type"] for e in events][-1] == "done" and events[-1]["status"] == "succeeded"

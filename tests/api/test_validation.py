@@ -109,8 +109,8 @@ def test_unknown_things_get_404(local: LocalApp) -> None:
 def test_cancelling_a_finished_job_is_a_conflict(local: LocalApp) -> None:
     job_id = local.http.post("/v1/jobs", json=TINY_JOB,
                              headers=local.headers("admin")).json()["id"]
-    local.db.update_job(job_id, status="running")
-    local.db.update_job(job_id, status="succeeded")
+    local.db.jobs.update(job_id, status="running")
+    local.db.jobs.update(job_id, status="succeeded")
     response = local.http.delete(f"/v1/jobs/{job_id}", headers=local.headers("admin"))
     assert response.status_code == 409 and "succeeded" in response.json()["detail"]
 
@@ -130,7 +130,7 @@ def test_repeated_submissions_return_the_existing_job(local: LocalApp) -> None:
     two = local.http.post("/v1/jobs", json=_job(seed=6), headers=keyed)
     assert one.status_code == 202 and two.status_code == 200
     assert two.json()["id"] == one.json()["id"]
-    assert len(local.db.list_jobs(limit=None)) == 3
+    assert len(local.db.jobs.list(limit=None)) == 3
 
 
 def test_submissions_are_rate_limited_per_token(tmp_path: Path) -> None:
@@ -157,7 +157,7 @@ def test_jobs_show_pending_tasks_and_curves_without_a_valid_program(local: Local
     assert len(pending["workload_key"]) == 32 and pending["flops"] == 2 * 32 ** 3
     task = {**pending, "state": "tuning", "trials": 4, "curve": [[4, None]],
             "errors": {"compile_error": 4}}
-    local.db.update_job(job_id, status="running", progress={"trials": 4, "tasks": [task]})
+    local.db.jobs.update(job_id, status="running", progress={"trials": 4, "tasks": [task]})
     shown = local.http.get(f"/v1/jobs/{job_id}", headers=local.headers("reader"))
     assert shown.status_code == 200
     assert shown.json()["tasks"][0]["curve"] == [[4, None]]

@@ -80,6 +80,35 @@ def test_killed_writer_leaves_its_batch_all_or_nothing(db_url: str, when: str) -
     assert database.add_records(batch(10_000, 10_000 + count)) == (count if when == "mid" else 0)
     assert database.count_records() == 10 + count
     if database.dialect == "sqlite":
-        with database._read() as conn:
+        with database.connector.read() as conn:
             assert conn.exec_driver_sql("PRAGMA integrity_check").scalar() == "ok"
     database.close()
+
+
+def _open_and_write(path: str, go: str) -> str:
+    while not os.path.exists(go):
+        pass
+    from db.engine import make_engine, resolve_url
+
+    url, display = resolve_url(f"sqlite:///{path}")
+    try:
+        with make_engine(url, display).connect() as conn:
+            conn.exec_driver_sql("CREATE TABLE IF NOT EXISTS t (x INTEGER)")
+        return "ok"
+    except Exception as exc:  # the assertion below shows what went wrong
+        return f"{type(exc).__name__}: {exc}"
+
+
+def test_processes_opening_a_new_sqlite_file_together_all_succeed(tmp_path: Path) -> None:
+    """Switching a new file to WAL mode takes an exclusive lock that SQLite may refuse at
+    once ("database is locked") without waiting on the busy timeout; opening retries."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    for attempt in range(40):
+        path, go = tmp_path / f"{attempt}.db", tmp_path / f"{attempt}.go"
+        with context.Pool(6) as pool:
+            pending = pool.starmap_async(_open_and_write, [(str(path), str(go))] * 6)
+            go.touch()
+            outcomes = pending.get(timeout=120)
+        assert outcomes == ["ok"] * 6

@@ -264,7 +264,7 @@ def test_unreachable_postgres_is_one_clear_line_with_password_masked() -> None:
     ("url", "message"),
     [
         ("mysql://x@y/z", "unsupported database mysql://x@y/z"),
-        ("sqlite:////nonexistent-dir/sub/t.db", "cannot open the database"),
+        ("sqlite:////dev/null/sub/t.db", "cannot open the database"),
         ("postgresql://a:b@/x?sslmode=bogus", "cannot connect to the database"),
     ],
 )
@@ -285,7 +285,7 @@ def test_default_url_is_sqlite_under_tensortune_home(
     database = Database()
     assert database.display_url == f"sqlite:///{home / 'tuning.db'}"
     assert database.add_records([record()]) == 1
-    with database._read() as conn:  # WAL mode, foreign keys on, busy timeout set
+    with database.connector.read() as conn:  # WAL mode, foreign keys on, busy timeout set
         assert conn.exec_driver_sql("PRAGMA journal_mode").scalar() == "wal"
         assert conn.exec_driver_sql("PRAGMA foreign_keys").scalar() == 1
         assert conn.exec_driver_sql("PRAGMA busy_timeout").scalar() == 30000

@@ -20,7 +20,7 @@ from tests.db.helpers import TARGET, batch, key, record
 def test_models_match_migrations(db: Database) -> None:
     assert db.upgrade() == (None, head_revision())
     assert db.upgrade() == (head_revision(), head_revision())  # again: nothing to do
-    with db._read() as conn:
+    with db.connector.read() as conn:
         diff = compare_metadata(MigrationContext.configure(conn), Base.metadata)
     assert diff == [], f"db/models.py and db/migrations disagree: {diff}"
 
@@ -49,7 +49,7 @@ def test_upgrade_from_the_initial_revision_keeps_every_row(db_url: str) -> None:
     records += [record("w1", error_kind="compile_error", timestamp=1.8e9)]
     records += [record("w2", [0.5, 0.1, 0.3], target="cpu -isa=avx512 -cores=16")]
     workloads, rows = _old_rows(records)
-    engine = create_engine(old._url)
+    engine = create_engine(old.connector.url)
     with engine.begin() as conn:
         conn.execute(
             text("INSERT INTO workloads (key, workload_json, flops, created_at) "
@@ -75,8 +75,8 @@ def test_upgrade_from_the_initial_revision_keeps_every_row(db_url: str) -> None:
     assert current.schema_revision() == "0001"
     assert current.upgrade() == ("0001", head_revision())
     assert current.count_records() == len(records) == 52
-    assert current.get_job("j1").status == "running"
-    with current._read() as conn:
+    assert current.jobs.get("j1").status == "running"
+    with current.connector.read() as conn:
         backfilled = conn.execute(
             text("SELECT target, target_family, costs_json, mean_cost, min_cost FROM records")
         ).all()
@@ -99,7 +99,7 @@ def test_upgrade_from_the_initial_revision_keeps_every_row(db_url: str) -> None:
 def test_refuses_databases_at_unknown_revisions_or_without_version(db_url: str) -> None:
     database = Database(db_url)
     database.add_records([record()])
-    with database._write() as conn:
+    with database.connector.write() as conn:
         conn.execute(text("UPDATE alembic_version SET version_num = 'ffff'"))
     database.close()
     newer = Database(db_url)
@@ -107,7 +107,7 @@ def test_refuses_databases_at_unknown_revisions_or_without_version(db_url: str) 
         newer.count_records()
     with pytest.raises(SchemaError, match="does not know"):
         newer.upgrade()
-    engine = create_engine(newer._url)
+    engine = create_engine(newer.connector.url)
     with engine.begin() as conn:
         conn.execute(text("DROP TABLE alembic_version"))
     engine.dispose()

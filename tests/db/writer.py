@@ -47,7 +47,7 @@ def hang(url: str, count: int, when: str) -> None:
                 print("MID", flush=True)
                 time.sleep(120)
 
-        event.listen(database._engine, "after_cursor_execute", after_execute)
+        event.listen(database.connector.engine, "after_cursor_execute", after_execute)
         database.add_records(records)
         raise SystemExit("the batch was not interrupted")
     database.add_records(records)

@@ -1,4 +1,4 @@
-"""The search policies' interface: propose / update, no program proposed twice, variation
+"""The search policies' interface: propose / notify, no program proposed twice, variation
 operators that keep programs valid, and guidance by the scorer."""
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def test_propose_never_repeats_a_program_across_rounds():
         keys = {c.key for c in batch}
         assert len(keys) == 8 and not keys & seen
         seen |= keys
-        policy.update([c.steps for c in batch], [[1e-3] for _ in batch])
+        policy.notify(batch, [1e-3 for _ in batch])
     assert policy.stats.proposals == 24
 
 
@@ -39,16 +39,16 @@ def test_the_policy_keeps_lowered_programs_only_for_what_it_proposed():
     for _ in range(4):
         batch = policy.propose(4)
         proposed += len(batch)
-        policy.update([c.steps for c in batch], [[1e-3] for _ in batch])
+        policy.notify(batch, [1e-3 for _ in batch])
         assert len(policy._programs) <= proposed
     assert policy.stats.sampled > proposed  # the populations were much larger than that
 
 
-def test_update_accepts_failures_and_programs_it_did_not_build():
+def test_notify_accepts_failures_and_programs_it_did_not_build():
     task = _task()
     policy = SketchPolicy(task, seed=2, params=SMALL)
     other = RandomPolicy(task, seed=3, params=SMALL).propose(2)
-    policy.update([c.steps for c in other], [[2e-3, 2.2e-3], None])
+    policy.notify(other, [2.1e-3, None])
     assert policy.measured[other[0].key] > 0 and policy.measured[other[1].key] == 0
     assert steps_key(other[0].steps) not in {c.key for c in policy.propose(6)}
 
@@ -95,9 +95,9 @@ def test_warm_start_rebuilds_past_programs_as_seeds_and_never_reproposes_them():
     task = SearchTask(Workload.op("matmul", M=32, N=32, K=32), "cpu")
     first = make_policy(task, "sketch", "random", seed=1)
     cands = first.propose(8)
-    past = [PastMeasurement(c.steps, [1e-3 * (n + 1)], json.loads(json.dumps(
-        c.origin(first.sketches)))) for n, c in enumerate(cands)]
-    past.append(PastMeasurement(cands[0].steps, [], None))  # a failure without origin
+    past = [PastMeasurement(c.steps, 1e-3 * (n + 1), json.loads(json.dumps(c.origin)))
+            for n, c in enumerate(cands)]
+    past.append(PastMeasurement(cands[0].steps, None, None))  # a failure without origin
     second = make_policy(task, "sketch", "random", seed=2)
     assert second.warm_start(past) == len(cands)
     seeds = {k for k, c in second.known.items() if second.measured.get(k, 0) > 0}

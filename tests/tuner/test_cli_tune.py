@@ -104,14 +104,14 @@ def test_a_killed_job_resumes_without_losing_or_repeating_a_trial(url, tmp_path:
     try:
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None:
-            jobs = database.list_jobs()
+            jobs = database.jobs.list()
             if jobs and database.count_records(job_id=jobs[0].id) >= 6:
                 break
             time.sleep(0.05)
         assert proc.poll() is None, "the job ended before it could be killed"
         proc.send_signal(signal.SIGKILL)
         proc.wait(timeout=30)
-        job = database.list_jobs()[0]
+        job = database.jobs.list()[0]
         assert job.status == "running"  # it never got to say otherwise
         before = {r.measurement_id for r in database.iter_records(job_id=job.id)}
         assert 6 <= len(before) < 16

@@ -5,6 +5,9 @@ the scheduler sharing a budget, apply_best / build_best."""
 from __future__ import annotations
 
 import dataclasses
+import subprocess
+import sys
+import threading
 import time
 from collections import Counter
 from pathlib import Path
@@ -13,21 +16,25 @@ import numpy as np
 import pytest
 
 from db import Database, JobStateError
-from schedule import Workload
+from schedule import Steps, Target, Workload
+from search import Candidate
 from tuner import (
     JobSpec,
     SpecError,
+    Trial,
     UntunedWarning,
     apply_best,
     build_best,
     cancel_job,
+    is_stale,
     resume_job,
     run_job,
     submit_job,
     tune,
 )
-from tuner.records import measurement_record
-from workers import ErrorKind, MeasureInput, MeasureResult, MeasureSettings, Provenance
+from tuner import runner as runner_module
+from tuner.runner import this_process
+from workers import ErrorKind, LocalPool, MeasureResult, MeasureSettings, Pool, Provenance
 
 FAST = MeasureSettings(repeat=2, min_repeat_ms=5)
 SMALL = Workload.op("matmul", M=32, N=32, K=32)
@@ -68,7 +75,7 @@ def test_tune_measures_commits_and_reports_the_confirmed_best(db: Database):
     assert db.count_records(job_id=result.job_id) == 8 + 2  # plus the reconfirmations
     assert [e["type"] for e in events] == ["batch", "batch", "done"]
     assert events[0]["trials"] == 4 and events[-1]["status"] == "succeeded"
-    job = db.get_job(result.job_id)
+    job = db.jobs.get(result.job_id)
     assert job.status == "succeeded" and job.progress["tasks"][0]["trials"] == 8
     assert len(job.progress["tasks"][0]["curve"]) >= 2
     _check_correct(build_best(SMALL, "cpu", db), SMALL)
@@ -95,7 +102,7 @@ def test_a_task_without_a_valid_candidate_has_an_explicit_state(db: Database):
     task = result.task(SMALL)
     assert task.state == "no_valid_candidate" and result.best(SMALL) is None
     assert result.errors() == {"run_timeout": 4}
-    assert db.get_job(result.job_id).progress["tasks"][0]["errors"] == {"run_timeout": 4}
+    assert db.jobs.get(result.job_id).progress["tasks"][0]["errors"] == {"run_timeout": 4}
 
 
 def test_two_workloads_share_the_budget_and_the_heavier_gets_more(db: Database):
@@ -121,7 +128,7 @@ def test_cancel_stops_at_the_batch_boundary_and_resume_goes_on(db: Database):
 
     result = run_job(db, job.id, on_event=cancel_after_first_batch)
     assert result.status == "cancelled" and result.trials == 4
-    assert db.get_job(job.id).status == "cancelled"
+    assert db.jobs.get(job.id).status == "cancelled"
     with pytest.raises(JobStateError):
         run_job(db, job.id)  # only a queued job runs
     resumed = resume_job(db, job.id)
@@ -133,7 +140,7 @@ def test_cancel_stops_at_the_batch_boundary_and_resume_goes_on(db: Database):
 def test_a_running_job_that_still_reports_is_not_resumed_without_force(db: Database):
     job = submit_job(db, {"workloads": [{"op": "matmul", "params": {"M": 8, "N": 8, "K": 8}}],
                           "target": "cpu", "trials": 2})
-    db.update_job(job.id, status="running", progress={"heartbeat": time.time()})
+    db.jobs.update(job.id, status="running", progress={"heartbeat": time.time()})
     with pytest.raises(JobStateError, match="--force"):
         resume_job(db, job.id)
 
@@ -189,6 +196,138 @@ def test_a_result_the_pool_made_up_for_a_lost_device_is_a_valid_record():
     wl = Workload.op("matmul", M=8, N=8, K=8)
     lost = MeasureResult([], ErrorKind.DEVICE_LOST, "no live cpu device serves 'cpu'",
                          provenance=Provenance(target="cpu"))
-    record = measurement_record(MeasureInput(wl.to_json(), "cpu", []), lost,
-                                workload_key=wl.key, flops=wl.flops, job_id=None, origin=None)
+    record = Trial(0, wl, Target.parse("cpu"), Candidate(Steps([]))).record(lost, job_id=None)
     assert record.error_kind == "device_lost" and time.time() - record.timestamp < 60
+
+
+def _left_by_a_dead_runner(db: Database, deaths: int) -> str:
+    """A job running under a runner process of this machine that has exited."""
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    job = submit_job(db, {"workloads": [{"op": "matmul", "params": {"M": 8, "N": 8, "K": 8}}],
+                          "target": "cpu", "trials": 2, "batch_size": 2, "reconfirm": 0,
+                          "measure": {"repeat": 2, "min_repeat_ms": 1}})
+    runner = {**this_process(), "pid": gone.pid}
+    db.jobs.claim(job.id, "the-dead-one", progress={"heartbeat": time.time(), "runner": runner,
+                                                    "runner_deaths": deaths})
+    return job.id
+
+
+def test_a_job_whose_runner_died_is_taken_over_and_finishes(db: Database):
+    job_id = _left_by_a_dead_runner(db, deaths=0)
+    result = resume_job(db, job_id)
+    assert result.status == "succeeded" and result.trials == 2
+    job = db.jobs.get(job_id)
+    assert job.runner != "the-dead-one" and job.progress["runner_deaths"] == 1
+
+
+def test_a_job_that_killed_its_runner_twice_is_failed_not_resumed_again(db: Database):
+    job_id = _left_by_a_dead_runner(db, deaths=1)
+    result = resume_job(db, job_id)
+    assert result.status == "failed" and result.trials == 0
+    job = db.jobs.get(job_id)
+    assert job.status == "failed" and "died 2 times" in job.error
+    assert "jobs resume" in job.error
+    again = resume_job(db, job_id)  # a person resumes it by hand: it runs once more
+    assert again.status == "succeeded" and again.trials == 2
+
+
+def test_a_new_workload_starts_from_the_cost_model_an_earlier_job_left(
+        db: Database, caplog: pytest.LogCaptureFixture):
+    first = tune(SMALL, "cpu", trials=8, db=db, batch_size=4, reconfirm=0, measure=FAST)
+    snapshot = db.snapshots.latest("sketch/xgb", first.target)
+    assert snapshot is not None and snapshot.meta["workload_key"] == SMALL.key
+    other = Workload.op("matmul", M=48, N=32, K=16)
+    with caplog.at_level("INFO", logger="tuner.runner"):
+        second = tune(other, "cpu", trials=4, db=db, batch_size=4, reconfirm=0,
+                      measure=FAST)
+    assert second.status == "succeeded"
+    assert f"starts from cost-model snapshot {snapshot.id}" in caplog.text
+    with caplog.at_level("INFO", logger="tuner.runner"):  # its own records come first now
+        caplog.clear()
+        tune(other, "cpu", trials=4, db=db, batch_size=4, reconfirm=0, measure=FAST)
+    assert "starts from cost-model snapshot" not in caplog.text
+
+
+class _SlowPool(Pool):
+    """A pool that takes ``seconds`` per batch (as a busy shared pool or a long build would)
+    and then reports every candidate as measured; ``started`` is set inside each batch."""
+
+    settings = FAST
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.started = threading.Event()
+
+    def measure(self, inputs, callback=None):
+        self.started.set()
+        time.sleep(self.seconds)
+        results = [MeasureResult([1e-3], ErrorKind.NONE) for _ in inputs]
+        for n, result in enumerate(results):
+            if callback is not None:
+                callback(n, result)
+        return results
+
+    def close(self) -> None:
+        return None
+
+
+@pytest.fixture
+def quick_heartbeat(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(runner_module, "_HEARTBEAT_S", 0.2)
+    monkeypatch.setattr(runner_module, "HEARTBEAT_STALE_S", 1.0)
+
+
+def test_a_live_runner_keeps_its_claim_while_a_batch_takes_long(db: Database,
+                                                                quick_heartbeat: None):
+    job = submit_job(db, {"workloads": [{"op": "matmul", "params": {"M": 8, "N": 8, "K": 8}}],
+                          "target": "cpu", "trials": 2, "batch_size": 2, "reconfirm": 0,
+                          "cost_model": "random"})
+    pool = _SlowPool(seconds=3.0)
+    done = []
+    worker = threading.Thread(target=lambda: done.append(run_job(db, job.id, pool)))
+    worker.start()
+    assert pool.started.wait(30)
+    for _ in range(10):  # three times the stale limit inside one batch
+        time.sleep(0.25)
+        assert not is_stale(db.jobs.get(job.id))
+    worker.join()
+    assert done[0].status == "succeeded" and done[0].trials == 2
+
+
+def test_a_runner_that_lost_its_job_stores_nothing_more(db: Database, quick_heartbeat: None):
+    job = submit_job(db, {"workloads": [{"op": "matmul", "params": {"M": 8, "N": 8, "K": 8}}],
+                          "target": "cpu", "trials": 2, "batch_size": 2, "reconfirm": 0,
+                          "cost_model": "random"})
+    pool = _SlowPool(seconds=2.0)
+    done = []
+    worker = threading.Thread(target=lambda: done.append(run_job(db, job.id, pool)))
+    worker.start()
+    assert pool.started.wait(30)
+    db.jobs.claim(job.id, "another-server", expect=db.jobs.get(job.id))  # taken meanwhile
+    worker.join()
+    assert done[0].status == "taken_over"
+    assert db.count_records(job_id=job.id) == 0
+    assert db.jobs.get(job.id).runner == "another-server"
+
+
+def test_a_workload_whose_reference_fails_is_rejected_with_the_reason(db: Database):
+    from tests.workers.test_local_pool import CrashingReferenceDevice
+
+    with LocalPool(FAST, devices=[CrashingReferenceDevice()], build_workers=1) as pool:
+        result = tune([SMALL, Workload.op("matmul", M=16, N=16, K=16)], "cpu", trials=40,
+                      db=db, pool=pool, batch_size=4, reconfirm=0, cost_model="random")
+    assert result.status == "failed" and "every workload was rejected" in result.error
+    assert all(t.state == "rejected" and "SIGSEGV" in t.error for t in result.tasks)
+    assert result.trials == 8  # one batch each, not the whole budget
+
+
+def test_a_stored_record_whose_steps_are_no_schedule_is_skipped(db: Database):
+    first = tune(SMALL, "cpu", trials=4, db=db, batch_size=4, reconfirm=0, measure=FAST)
+    [record, *_] = db.query_records(job_id=first.job_id, ok=True, order="cost")
+    odd = dataclasses.replace(record, steps=[["split", "T_matmul", "i", {"factor": 4}]],
+                              job_id=None, timestamp=record.timestamp + 1,
+                              costs=[c / 10 for c in record.costs])
+    assert db.add_records([odd]) == 1  # the database takes any JSON steps
+    again = tune(SMALL, "cpu", trials=4, db=db, batch_size=4, reconfirm=2, measure=FAST)
+    assert again.status == "succeeded" and again.trials == 4

@@ -14,15 +14,18 @@ The ``*_job`` functions are sandbox jobs that misbehave in Python.
 
 from __future__ import annotations
 
+import ctypes
 import os
+import resource
 import signal
+import socket
 import subprocess
 import sys
 import time
 from collections.abc import Callable
 from typing import Any
 
-from schedule import Target, Workload, compile_schedule, compile_source, te
+from schedule import Target, compile_schedule, compile_source, te
 from workers import CpuDevice, MeasureInput
 
 HEADER = "#include <signal.h>\n#include <stdint.h>\n#include <stdlib.h>\n#include <unistd.h>\n"
@@ -80,7 +83,7 @@ class UnresponsiveCpuDevice(CpuDevice):
 
 
 def _slow_load_library(plain: MeasureInput, flags: list[str], timeout: float) -> bytes:
-    workload = Workload.from_json(plain.workload)
+    workload = plain.workload
     args = workload.tensors()
     artifact = compile_schedule(te.create_schedule(args[-1]), args, Target.parse(plain.target))
     source = artifact.source + SLOW_LOAD % int(SLOW_LOAD_S * 1e6)
@@ -136,3 +139,32 @@ def spawn_grandchild_job(started: Callable[[], None], job: Any) -> tuple[Any, li
     proc = subprocess.Popen(["sleep", "600"])
     started()
     return {"grandchild": proc.pid}, []
+
+
+def snoop_job(started: Callable[[], None], job: Any) -> tuple[Any, list[bytes]]:
+    """What a kernel could learn in its child: environment variables (read the way C code
+    reads them), its resource limits, and whether it reaches a port of the parent's."""
+    started()
+    libc = ctypes.CDLL(None)
+    libc.getenv.restype = ctypes.c_char_p
+    seen = {name: (libc.getenv(name.encode()) or b"").decode() for name in job["names"]}
+    try:
+        with socket.create_connection(("127.0.0.1", job["port"]), timeout=5):
+            reached = True
+    except OSError:
+        reached = False
+    limits = {name: resource.getrlimit(getattr(resource, name))[0]
+              for name in ("RLIMIT_AS", "RLIMIT_CPU", "RLIMIT_FSIZE", "RLIMIT_CORE")}
+    try:  # the parent's environment, the way around getenv
+        with open(f"/proc/{os.getppid()}/environ", "rb") as file:
+            parents_environ = file.read().decode(errors="replace")
+    except OSError as err:
+        parents_environ = f"refused: {err}"
+    try:  # back into the parent's network namespace
+        fd = os.open(f"/proc/{os.getppid()}/ns/net", os.O_RDONLY)
+        rejoined = libc.setns(fd, 0x40000000) == 0
+        os.close(fd)
+    except OSError:
+        rejoined = False
+    return {"environment": seen, "all_names": sorted(os.environ), "reached": reached,
+            "limits": limits, "parents_environ": parents_environ, "rejoined": rejoined}, []

@@ -4,6 +4,7 @@ and the pool goes on."""
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 
@@ -12,6 +13,7 @@ import pytest
 from schedule import Workload, te
 from tests.workers.faults import SLOW_LOAD_S, FaultyCpuDevice
 from workers import (
+    CpuDevice,
     ErrorKind,
     LocalBuilder,
     LocalPool,
@@ -163,3 +165,43 @@ def test_cache_flush_and_no_check() -> None:
     assert result.ok and len(result.costs) == 4
     assert result.provenance.settings["flush_bytes"] == 4 << 20
     assert result.provenance.settings["check"] is False
+
+
+class CrashingReferenceDevice(CpuDevice):
+    """The CPU device with a reference computation that segfaults (as a hostile workload's
+    reference could)."""
+
+    reference_job = "tests.workers.faults:segfault_job"
+
+
+def test_a_crashing_reference_is_the_workloads_error_not_the_runners() -> None:
+    with LocalPool(SETTINGS, devices=[CrashingReferenceDevice()], build_workers=1) as pool:
+        results = pool.measure([MeasureInput(MATMUL, "cpu", []),
+                                MeasureInput(MATMUL, "cpu", SPLIT)])
+        assert [r.error_kind for r in results] == [ErrorKind.RUNTIME_ERROR] * 2
+        assert all("reference outputs could not be computed" in r.error_msg
+                   and "SIGSEGV" in r.error_msg and r.workload_error for r in results)
+    with LocalPool(SETTINGS, build_workers=1) as pool:  # and this process goes on
+        [fine] = pool.measure([MeasureInput(MATMUL, "cpu", SPLIT)])
+        assert fine.error_kind is ErrorKind.NONE
+
+
+def test_the_reference_is_computed_in_the_sandbox_not_here(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*_: object) -> None:
+        raise AssertionError("the reference was computed in the runner process")
+
+    monkeypatch.setattr(Workload, "reference", refuse)
+    with LocalPool(SETTINGS, build_workers=1) as pool:
+        [result] = pool.measure([MeasureInput(_relu_add(), "cpu", [])])
+    assert result.error_kind is ErrorKind.NONE, result.error_msg
+
+
+@pytest.mark.parametrize(("target", "message"), [
+    ("cpu -cores=1000000", "cores"),
+    (f"cpu -cores={os.cpu_count() + 1}", "no device of this pool serves"),
+])
+def test_targets_asking_for_more_cores_than_there_are_are_refused(
+        pool: LocalPool, target: str, message: str) -> None:
+    with pytest.raises(MeasureInputError, match=message):
+        pool.measure([MeasureInput(MATMUL, target, [])])

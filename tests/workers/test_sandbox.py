@@ -4,12 +4,14 @@ child is killed (with its own children) and replaced, and the parent goes on."""
 from __future__ import annotations
 
 import os
+import resource
+import socket
 import time
 from collections.abc import Iterator
 
 import pytest
 
-from workers.sandbox import Sandbox
+from workers.sandbox import Sandbox, child_environment
 
 JOBS = "tests.workers.faults"
 
@@ -88,3 +90,48 @@ def test_killing_the_sandbox_takes_its_grandchildren(sandbox: Sandbox) -> None:
     while _alive(grandchild) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(grandchild)
+
+
+SECRETS = {"TENSORTUNE_DB_URL": "postgresql://tuner:hunter2@db.internal/tuning",
+           "TENSORTUNE_API_TOKEN": "tt_secret_token", "AWS_SECRET_ACCESS_KEY": "abc123"}
+
+
+def test_a_kernel_cannot_read_the_parents_environment_or_reach_its_ports(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    for name, value in SECRETS.items():
+        monkeypatch.setenv(name, value)
+    with socket.socket() as server:  # a port of the parent's, e.g. a database
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        box = Sandbox()
+        try:
+            out = box.call(f"{JOBS}:snoop_job",
+                           {"names": [*SECRETS, "PATH"], "port": server.getsockname()[1]},
+                           start_timeout=30, timeout=30)
+            isolation = box.isolation
+        finally:
+            box.close()
+    assert out.status == "ok", out.message
+    seen = out.value["environment"]
+    assert all(seen[name] == "" for name in SECRETS), seen
+    assert seen["PATH"]  # what compilers need is still there
+    assert not set(out.value["all_names"]) & set(SECRETS)
+    assert out.value["parents_environ"].startswith("refused"), "read /proc/<parent>/environ"
+    assert not any(value in out.value["parents_environ"] for value in SECRETS.values())
+    assert out.value["rejoined"] is False
+    limits = out.value["limits"]
+    assert 0 < limits["RLIMIT_AS"] != resource.RLIM_INFINITY
+    assert 0 < limits["RLIMIT_CPU"] != resource.RLIM_INFINITY
+    assert 0 < limits["RLIMIT_FSIZE"] != resource.RLIM_INFINITY
+    assert limits["RLIMIT_CORE"] == 0
+    if os.geteuid() != 0:
+        pytest.skip(f"network isolation needs root here: {isolation['network']}")
+    assert isolation["network"] == "isolated"
+    assert out.value["reached"] is False
+
+
+def test_the_child_environment_keeps_only_named_variables() -> None:
+    env = child_environment({"PATH": "/bin", "OMP_NUM_THREADS": "2", "PGPASSWORD": "x",
+                             "TENSORTUNE_DB_URL": "sqlite:///x", "TENSORTUNE_HOME": "/h"})
+    assert {k: v for k, v in env.items() if k != "PYTHONPATH"} == {
+        "PATH": "/bin", "OMP_NUM_THREADS": "2", "TENSORTUNE_HOME": "/h"}

@@ -1,0 +1,222 @@
+"""Lowerings of IR operators to tensor expressions through the schedule layer's op library
+(``schedule.ops``).
+
+A lowering is ``fn(inputs, attrs, out_type) -> te.Tensor`` (or a tuple of them): ``inputs``
+are the ``te.Tensor`` of each input in order (a tuple-typed input, as ``concatenate``'s, is a
+list of tensors), ``attrs`` the call's attributes (schema-complete) and ``out_type`` the
+call's inferred output type (static shapes only). A lowering that cannot express a case
+(a layout or attribute the op library does not support) raises ``LoweringError``; the
+caller then keeps the operator on its numpy compute or reports it.
+
+``schedule`` is imported lazily, on the first lowering, so that importing ``ir`` stays light.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from ..attrs import Attrs
+from ..types import TensorType, Type
+
+
+class LoweringError(NotImplementedError):
+    """The op library has no compute for this case of the operator."""
+
+
+def _lib() -> tuple[Any, Any]:
+    from schedule import ops, te
+
+    return ops, te
+
+
+def _static_shape(op_name: str, out_type: Type) -> tuple[int, ...]:
+    if not isinstance(out_type, TensorType) or not all(isinstance(d, int)
+                                                       for d in out_type.shape):
+        raise LoweringError(f"{op_name}: lowering needs a static output shape, got {out_type}")
+    return tuple(out_type.shape)  # type: ignore[arg-type]
+
+
+def binary(name: str) -> Callable:
+    """``ops.<name>(a, b)`` (add, subtract, multiply, divide)."""
+
+    def lower(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
+        ops, _ = _lib()
+        return getattr(ops, name)(inputs[0], inputs[1])
+
+    lower.__name__ = f"lower_{name}"
+    return lower
+
+
+def unary(name: str) -> Callable:
+    """``ops.<name>(x)`` (relu, sigmoid, tanh)."""
+
+    def lower(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
+        ops, _ = _lib()
+        return getattr(ops, name)(inputs[0])
+
+    lower.__name__ = f"lower_{name}"
+    return lower
+
+
+def clip(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
+    ops, _ = _lib()
+    x = inputs[0]
+    if x.dtype.startswith(("int", "uint")):
+        return ops.clip(x, int(attrs.a_min), int(attrs.a_max))
+    return ops.clip(x, attrs.a_min, attrs.a_max)
+
+
+def reshape(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
+    ops, _ = _lib()
+    return ops.reshape(inputs[0], _static_shape("reshape", out_type))
+
+
+def transpose(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
+    ops, _ = _lib()
+    return ops.transpose(inputs[0], attrs.axes)
+
+
+def concatenate(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
+    ops, _ = _lib()
+    return ops.concatenate(list(inputs[0]), attrs.axis)
+
+
+def reduction(name: str) -> Callable:
+    """``ops.reduce_sum`` / ``ops.reduce_max`` over the axes the attributes select."""
+
+    def lower(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
+        from .relations import reduce_axes
+
+        ops, _ = _lib()
+        x = inputs[0]
+        axes = reduce_axes(name, TensorType(tuple(x.shape), x.dtype), attrs)
+        if not axes:
+            raise LoweringError(f"{name}: no axis to reduce")
+        fn = ops.reduce_sum if name == "sum" else ops.reduce_max
+        return fn(x, list(axes), keepdims=attrs.keepdims)
+
+    lower.__name__ = f"lower_{name}"
+    return lower
+
+
+def pad(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
+    ops, _ = _lib()
+    if attrs.pad_mode != "constant":
+        raise LoweringError(f"nn.pad: pad_mode {attrs.pad_mode!r} has no lowering")
+    x = inputs[0]
+    value = attrs.pad_value
+    if not x.dtype.startswith(("float", "bfloat")):
+        value = int(value)
+    return ops.pad(x, [p[0] for p in attrs.pad_width], [p[1] for p in attrs.pad_width], value)
+
+
+def bias_add(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
+    ops, _ = _lib()
+    return ops.bias_add(inputs[0], inputs[1], axis=attrs.axis)
+
+
+def dense(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
+    ops, _ = _lib()
+    x, w = inputs
+    if x.ndim != 2:
+        raise LoweringError(f"nn.dense: lowering takes 2-d input, got {list(x.shape)}")
+    return ops.dense(x, w, out_dtype=attrs.out_dtype or None)
+
+
+def matmul(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
+    ops, _ = _lib()
+    a, b = inputs
+    if a.ndim != 2:
+        raise LoweringError(f"nn.matmul: lowering takes 2-d input, got {list(a.shape)}")
+    return ops.matmul(a, b, transpose_a=attrs.transpose_a, transpose_b=attrs.transpose_b,
+                      out_dtype=attrs.out_dtype or None)
+
+
+def batch_matmul(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
+    ops, _ = _lib()
+    a, b = inputs
+    if attrs.transpose_a or a.shape[0] != b.shape[0]:
+        raise LoweringError("nn.batch_matmul: lowering needs transpose_a=False and equal "
+                            "batch sizes")
+    return ops.batch_matmul(a, b, transpose_b=attrs.transpose_b,
+                            out_dtype=attrs.out_dtype or None)
+
+
+def conv2d(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
+    ops, _ = _lib()
+    layouts = (attrs.data_layout, attrs.kernel_layout, attrs.out_layout or attrs.data_layout)
+    if layouts == ("NCHW", "OIHW", "NCHW"):
+        fn = ops.conv2d_nchw
+    elif layouts == ("NHWC", "HWIO", "NHWC"):
+        fn = ops.conv2d_nhwc
+    else:
+        raise LoweringError(f"nn.conv2d: layouts {layouts} have no lowering (NCHW/OIHW and "
+                            "NHWC/HWIO do)")
+    from . import relations as rel
+
+    op = "nn.conv2d"
+    return fn(inputs[0], inputs[1], stride=rel.pair(op, attrs.strides, "strides"),
+              padding=rel.padding2d(op, attrs.padding),
+              dilation=rel.pair(op, attrs.dilation, "dilation"), groups=attrs.groups,
+              out_dtype=attrs.out_dtype or None)
+
+
+def _pool_args(name: str, attrs: Attrs) -> tuple[tuple, tuple, tuple]:
+    from . import relations as rel
+
+    if attrs.layout != "NCHW" or (attrs.out_layout or "NCHW") != "NCHW":
+        raise LoweringError(f"{name}: only NCHW has a lowering, got {attrs.layout}")
+    if attrs.ceil_mode or tuple(attrs.dilation) not in ((1,), (1, 1)):
+        raise LoweringError(f"{name}: ceil_mode and dilation have no lowering")
+    return (rel.pair(name, attrs.pool_size, "pool_size"), rel.pair(name, attrs.strides, "strides"),
+            rel.padding2d(name, attrs.padding))
+
+
+def max_pool2d(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
+    ops, _ = _lib()
+    size, strides, padding = _pool_args("nn.max_pool2d", attrs)
+    return ops.max_pool2d(inputs[0], size, strides, padding)
+
+
+def avg_pool2d(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
+    ops, _ = _lib()
+    size, strides, padding = _pool_args("nn.avg_pool2d", attrs)
+    return ops.avg_pool2d(inputs[0], size, strides, padding,
+                          count_include_pad=attrs.count_include_pad)
+
+
+def global_avg_pool2d(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
+    ops, _ = _lib()
+    if attrs.layout != "NCHW" or (attrs.out_layout or "NCHW") != "NCHW":
+        raise LoweringError(f"nn.global_avg_pool2d: only NCHW has a lowering, got "
+                            f"{attrs.layout}")
+    return ops.global_avg_pool2d(inputs[0])
+
+
+def _last_axis(name: str, x: Any, axis: int) -> None:
+    if axis not in (-1, x.ndim - 1):
+        raise LoweringError(f"{name}: only the last axis has a lowering, got axis={axis}")
+
+
+def softmax(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
+    ops, _ = _lib()
+    _last_axis("nn.softmax", inputs[0], attrs.axis)
+    return ops.softmax(inputs[0])
+
+
+def log_softmax(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
+    ops, _ = _lib()
+    _last_axis("nn.log_softmax", inputs[0], attrs.axis)
+    return ops.log_softmax(inputs[0])
+
+
+def layer_norm(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
+    ops, _ = _lib()
+    _last_axis("nn.layer_norm", inputs[0], attrs.axis)
+    if not (attrs.center and attrs.scale):
+        raise LoweringError("nn.layer_norm: center=False or scale=False has no lowering")
+    return ops.layer_norm(inputs[0], inputs[1], inputs[2], eps=attrs.epsilon)
+
+
+__all__ = ["LoweringError"]

@@ -1,0 +1,242 @@
+"""``ir.evaluate(..., mode="compiled")``: operator calls with a lowering run JIT-compiled
+kernels (default schedule, cached per operator / attributes / input shapes and dtypes);
+the result equals the numpy reference. Calls without a lowering (or whose lowering cannot
+express the case) fall back to numpy, counted in ``ir.jit.stats()``."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+import pytest
+
+import ir
+import ir.jit
+from ir.op_registry import OpDef, OpPattern, register_op
+from ir.types import TupleType
+
+from .test_rnn_example import inputs as rnn_inputs
+from .test_rnn_example import rnn_module, to_list
+
+F32 = "float32"
+
+
+class Delta:
+    """The change of the JIT counters over a block."""
+
+    def __enter__(self) -> Delta:
+        self.before = ir.jit.stats()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        after = ir.jit.stats()
+        self.d = {k: after[k] - self.before[k] for k in after}
+
+    def __getitem__(self, key: str) -> int:
+        return self.d[key]
+
+
+def run_both(params: list[ir.Var], body: ir.Expr, args: list[np.ndarray]) -> tuple:
+    fn = ir.Function(params, body)
+    return ir.evaluate(fn, *args), ir.evaluate(fn, *args, mode="compiled")
+
+
+def _rand(shape: tuple[int, ...], dtype: str = F32, seed: int = 0,
+          positive: bool = False) -> np.ndarray:
+    rng = np.random.default_rng(seed + len(shape) * 7 + sum(shape))
+    if dtype.startswith("int"):
+        return rng.integers(-20, 20, shape).astype(dtype)
+    x = rng.uniform(0.5, 1.5, shape) if positive else rng.uniform(-1.5, 1.5, shape)
+    return x.astype(dtype)
+
+
+# name -> (input shapes, builder(vars) -> expr, rtol, positive inputs)
+CASES: dict[str, tuple[list[tuple[int, ...]], Callable[..., ir.Expr], float, bool]] = {
+    "add": ([(1, 16), (16,)], lambda a, b: ir.op.add(a, b), 1e-6, False),  # broadcast
+    "subtract": ([(3, 4), (3, 4)], lambda a, b: ir.op.subtract(a, b), 1e-6, False),
+    "multiply": ([(3, 4), (1, 4)], lambda a, b: ir.op.multiply(a, b), 1e-6, False),
+    "divide": ([(3, 4), (3, 4)], lambda a, b: ir.op.divide(a, b), 1e-5, True),
+    "nn.relu": ([(3, 4)], lambda a: ir.op.nn.relu(a), 1e-6, False),
+    "sigmoid": ([(3, 4)], lambda a: ir.op.sigmoid(a), 1e-5, False),
+    "tanh": ([(1, 16)], lambda a: ir.op.tanh(a), 1e-5, False),
+    "clip": ([(3, 4)], lambda a: ir.op.clip(a, a_min=-0.5, a_max=0.7), 1e-6, False),
+    "reshape": ([(3, 4)], lambda a: ir.op.reshape(a, newshape=(2, 6)), 1e-6, False),
+    "transpose": ([(2, 3, 4)], lambda a: ir.op.transpose(a, axes=(2, 0, 1)), 1e-6, False),
+    "concatenate": ([(2, 3), (2, 2)],
+                    lambda a, b: ir.op.concatenate(ir.Tuple([a, b]), axis=1), 1e-6, False),
+    "sum": ([(3, 4, 5)], lambda a: ir.op.sum(a, axis=(0, 2)), 1e-5, False),
+    "max": ([(3, 4)], lambda a: ir.op.max(a, axis=1, keepdims=True), 1e-6, False),
+    "nn.pad": ([(2, 3)], lambda a: ir.op.nn.pad(a, pad_width=((0, 1), (2, 1)),
+                                                 pad_value=0.25), 1e-6, False),
+    "nn.bias_add": ([(2, 3, 4, 4), (3,)], lambda a, b: ir.op.nn.bias_add(a, b, axis=1), 1e-6,
+                    False),
+    "nn.dense": ([(1, 8), (16, 8)], lambda a, b: ir.op.nn.dense(a, b), 1e-5, False),
+    "nn.matmul": ([(3, 4), (4, 5)], lambda a, b: ir.op.nn.matmul(a, b), 1e-5, False),
+    "nn.batch_matmul": ([(2, 3, 4), (2, 5, 4)], lambda a, b: ir.op.nn.batch_matmul(a, b),
+                        1e-5, False),
+    "nn.conv2d": ([(1, 2, 5, 5), (3, 2, 3, 3)],
+                  lambda a, b: ir.op.nn.conv2d(a, b, padding=(1, 1), strides=(2, 2)), 1e-5,
+                  False),
+    "nn.max_pool2d": ([(1, 2, 5, 5)], lambda a: ir.op.nn.max_pool2d(
+        a, pool_size=(2, 2), strides=(2, 2), padding=(1, 1)), 1e-6, False),
+    "nn.avg_pool2d": ([(1, 2, 5, 5)], lambda a: ir.op.nn.avg_pool2d(
+        a, pool_size=(3, 3), strides=(1, 1), padding=(1, 1)), 1e-5, False),
+    "nn.global_avg_pool2d": ([(1, 2, 3, 3)], lambda a: ir.op.nn.global_avg_pool2d(a), 1e-5,
+                             False),
+    "nn.softmax": ([(3, 5)], lambda a: ir.op.nn.softmax(a), 1e-5, False),
+    "nn.log_softmax": ([(3, 5)], lambda a: ir.op.nn.log_softmax(a), 1e-5, False),
+    "nn.layer_norm": ([(3, 6), (6,), (6,)],
+                      lambda a, g, b: ir.op.nn.layer_norm(a, g, b, epsilon=1e-5), 1e-4, False),
+}
+
+
+def test_every_lowered_operator_has_a_case() -> None:
+    lowered = {n for n in ir.list_ops() if ir.get_op_def(n).lowering is not None}
+    assert lowered <= set(CASES), f"no compiled-mode case for {sorted(lowered - set(CASES))}"
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_compiled_matches_numpy(name: str) -> None:
+    shapes, make, rtol, positive = CASES[name]
+    params = [ir.var(f"x{i}", shape=s) for i, s in enumerate(shapes)]
+    args = [_rand(s, positive=positive, seed=i) for i, s in enumerate(shapes)]
+    body = make(*params)
+    assert body.op.name == name
+    with Delta() as d:
+        want, got = run_both(params, body, args)
+    assert d["fallbacks"] == 0, ir.jit.fallback_reasons()
+    assert d["compiled"] + d["cache_hits"] == 1
+    assert isinstance(got, np.ndarray) and got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=rtol, atol=1e-6)
+    # the same call again: served by the cached kernel
+    with Delta() as d:
+        again = ir.evaluate(ir.Function(params, make(*params)), *args, mode="compiled")
+    assert d.d == {"compiled": 0, "cache_hits": 1, "fallbacks": 0}
+    np.testing.assert_array_equal(again, got)
+
+
+def test_integer_inputs_compile_too() -> None:
+    a, b = ir.var("a", shape=(2, 3), dtype="int32"), ir.var("b", shape=(2, 3), dtype="int32")
+    x, y = _rand((2, 3), "int32", 1), _rand((2, 3), "int32", 2)
+    with Delta() as d:
+        want, got = run_both([a, b], ir.op.add(a, b), [x, y])
+    assert d["fallbacks"] == 0
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(got, want)
+
+
+def test_one_kernel_per_distinct_call() -> None:
+    """A call repeated in a program compiles once; another shape is another kernel."""
+    x = ir.var("x", shape=(2, 5))
+    body = ir.op.nn.relu(ir.op.nn.relu(ir.op.nn.relu(x)))
+    data = _rand((2, 5))
+    ir.jit.clear_cache()
+    with Delta() as d:
+        ir.evaluate(ir.Function([x], body), data, mode="compiled")
+    assert d.d == {"compiled": 1, "cache_hits": 2, "fallbacks": 0}
+    y = ir.var("y", shape=(5, 2))
+    with Delta() as d:
+        ir.evaluate(ir.Function([y], ir.op.nn.relu(y)), data.T.copy(), mode="compiled")
+    assert d["compiled"] == 1
+
+
+def test_operators_without_lowering_fall_back() -> None:
+    x = ir.var("x", shape=(3, 4))
+    data = _rand((3, 4))
+    with Delta() as d:
+        want, got = run_both([x], ir.op.exp(x), [data])
+    assert d.d == {"compiled": 0, "cache_hits": 0, "fallbacks": 1}
+    np.testing.assert_array_equal(got, want)
+
+
+def test_lowering_errors_and_unsupported_dtypes_fall_back() -> None:
+    x = ir.var("x", shape=(3, 4))
+    data = _rand((3, 4))
+    with Delta() as d:  # softmax lowers only the last axis
+        want, got = run_both([x], ir.op.nn.softmax(x, axis=0), [data])
+    assert d.d == {"compiled": 0, "cache_hits": 0, "fallbacks": 1}
+    np.testing.assert_array_equal(got, want)
+    assert any(op == "nn.softmax" and "LoweringError" in why
+               for (op, _), why in ir.jit.fallback_reasons().items())
+    z = ir.var("z", shape=(3, 4), dtype="float64")  # the schedule layer has no float64
+    d64 = data.astype("float64")
+    with Delta() as d:
+        want, got = run_both([z], ir.op.add(z, z), [d64])
+    assert d.d == {"compiled": 0, "cache_hits": 0, "fallbacks": 1}
+    assert got.dtype == np.float64
+    np.testing.assert_array_equal(got, want)
+    with Delta() as d:  # remembered: not retried, still counted
+        ir.evaluate(ir.Function([z], ir.op.add(z, z)), d64, mode="compiled")
+    assert d.d == {"compiled": 0, "cache_hits": 0, "fallbacks": 1}
+
+
+def test_errors_keep_their_message_in_compiled_mode() -> None:
+    a, b = ir.var("a"), ir.var("b")
+    f = ir.Function([a, b], ir.op.add(a, b))
+    with pytest.raises(ir.EvaluationError, match="add failed"):
+        ir.evaluate(f, np.ones((2, 3), F32), np.ones((4,), F32), mode="compiled")
+
+
+def test_unknown_mode_is_rejected() -> None:
+    with pytest.raises(ValueError, match="compiled"):
+        ir.evaluate(ir.const(1.0), mode="fast")
+
+
+@pytest.fixture
+def tuple_output_op():
+    """A test-only operator whose lowering returns two tensors: (a + b, a - b)."""
+    name = "test_jit.add_sub"
+
+    def relation(types, attrs):
+        return TupleType((types[0], types[0]))
+
+    def lowering(inputs, attrs, out_type):
+        from schedule import ops
+
+        return ops.add(inputs[0], inputs[1]), ops.subtract(inputs[0], inputs[1])
+
+    op = register_op(OpDef(name=name, num_inputs=2, attrs_schema={}, type_relation=relation,
+                           pattern=OpPattern.OPAQUE,
+                           compute=lambda args, attrs: (args[0] + args[1], args[0] - args[1]),
+                           lowering=lowering), override=True)
+    yield op
+    ir.Op._table.pop(name, None)
+
+
+def test_tuple_outputs(tuple_output_op: ir.Op) -> None:
+    a, b = ir.var("a", shape=(2, 3)), ir.var("b", shape=(2, 3))
+    call = ir.Call(tuple_output_op, [a, b])
+    body = ir.Tuple([ir.TupleGetItem(call, 1), ir.TupleGetItem(call, 0)])
+    x, y = _rand((2, 3), seed=3), _rand((2, 3), seed=4)
+    with Delta() as d:
+        want, got = run_both([a, b], body, [x, y])
+    assert d.d == {"compiled": 1, "cache_hits": 0, "fallbacks": 0}, ir.jit.fallback_reasons()
+    assert isinstance(got, tuple) and len(got) == 2
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-6)
+
+
+def test_rnn_in_compiled_mode_equals_numpy_mode() -> None:
+    args = rnn_inputs(2)
+    mod = rnn_module()
+    want = to_list(ir.evaluate(mod, **args))
+    with Delta() as d:
+        got = to_list(ir.evaluate(mod, **args, mode="compiled"))
+    assert len(got) == len(want) == args["n"]
+    for g, w in zip(got, want, strict=True):
+        assert g.dtype == np.float32
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6)
+    # dense (3 shapes), add (2), tanh, subtract (int32 scalars): few kernels, many hits;
+    # equal (no lowering) falls back once per step and at the end
+    assert d["compiled"] <= 7
+    assert d["cache_hits"] >= 6 * (args["n"] - 1)
+    assert d["fallbacks"] == args["n"] + 1
+
+
+def test_rnn_type_inferred_in_compiled_mode() -> None:
+    args = rnn_inputs(3)
+    mod = ir.infer_type(rnn_module())
+    want = to_list(ir.evaluate(mod, **args))
+    got = to_list(ir.evaluate(mod, **args, mode="compiled"))
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_allclose(g, w, rtol=1e-4, atol=1e-6)
