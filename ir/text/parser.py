@@ -516,10 +516,22 @@ class _Parser:
             if not self.accept(","):
                 break
         self.expect(")", f"after the arguments of {what}")
+        if isinstance(callee, Op) and callee.name == "nn.pad" and len(args) == 2:
+            self.move_pad_value(args, attrs, start)
         try:
             return Call(callee, args, attrs or None, span=self.span(start))
         except (TypeError, ValueError) as err:
             raise self.error(start, str(err)) from None
+
+    def move_pad_value(self, args: list[Expr], attrs: dict[str, object], start: Token) -> None:
+        """TVM >= 0.8 writes ``nn.pad(%x, 0f, pad_width=...)`` (the value an input); here
+        it is the ``pad_value`` attribute (Relay's older form), so a scalar constant moves
+        there. Printing gives the attribute form."""
+        value = args.pop()
+        if not isinstance(value, Constant) or value.data.ndim != 0 or "pad_value" in attrs:
+            raise self.error(start, "nn.pad: the pad value must be a scalar constant (given "
+                             "either as the second argument or as pad_value=..., not both)")
+        attrs["pad_value"] = float(value.data)
 
     def parse_attr_value(self) -> object:
         tok = self.next()

@@ -235,3 +235,16 @@ def test_prelude_prints_and_parses():
     text = astext(p)
     assert parse(text) == p
     assert astext(parse(text)) == text
+
+
+def test_tvm_pad_value_as_an_input_is_read_as_the_attribute():
+    newer = ir.parse('#[version = "0.0.5"]\ndef @main(%x: Tensor[(2, 3), float32]) {\n'
+                     '  nn.pad(%x, 1.5f, pad_width=[[0, 0], [1, 1]])\n}')
+    older = ir.parse('#[version = "0.0.5"]\ndef @main(%x: Tensor[(2, 3), float32]) {\n'
+                     '  nn.pad(%x, pad_width=[[0, 0], [1, 1]], pad_value=1.5f)\n}')
+    assert newer == older
+    out = ir.evaluate(newer, np.zeros((2, 3), "float32"))
+    np.testing.assert_array_equal(out[:, [0, -1]], 1.5)
+    with pytest.raises(ir.ParseError, match="pad value must be a scalar constant"):
+        ir.parse("def @main(%x: Tensor[(3,), float32], %v: float32) {\n"
+                 "  nn.pad(%x, %v, pad_width=[[1, 1]])\n}")
