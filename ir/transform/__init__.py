@@ -20,7 +20,7 @@ from .pass_infra import (
 )
 
 
-def InferType() -> Pass:  # noqa: N802 (passes are named like TVM's)
+def InferType() -> Pass:
     """Type inference as a pass (opt level 0: always runs)."""
     return ModulePass(lambda module, ctx: infer_type(module), "InferType", 0)
 
