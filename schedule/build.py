@@ -194,13 +194,7 @@ def compile_source(source: str, flags: Sequence[str],
         src = Path(tmp) / "kernel.c"
         src.write_text(source)
         out = Path(tmp) / "kernel.so"
-        try:
-            proc = subprocess.run([cc, *all_flags, str(src), "-o", str(out), "-lm"],
-                                  capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise CompileTimeout(f"C compilation took longer than {timeout} s") from None
-        if proc.returncode != 0:
-            raise BuildError(f"C compilation failed:\n{proc.stderr[-4000:]}")
+        _run_compiler([cc, *all_flags, str(src), "-o", str(out), "-lm"], timeout)
         os.replace(out, library)
     return library, time.perf_counter() - start
 
@@ -221,20 +215,79 @@ class Artifact:
                       self.func, self.flags)
 
 
-def compile_schedule(s: Schedule, args: Sequence[Tensor], target: str | Target = "cpu",
-                     name: str = "main", timeout: float | None = None) -> Artifact:
-    """Lower, generate C and compile, without loading the library into this process."""
+@dataclass(frozen=True)
+class KernelSource:
+    """A kernel's C source with its entry point and compiler flags, not yet compiled."""
+
+    source: str
+    signature: KernelSignature
+    flags: tuple[str, ...]
+    func: LoweredFunc
+
+
+def kernel_source(s: Schedule, args: Sequence[Tensor], target: str | Target = "cpu",
+                  name: str = "main") -> KernelSource:
+    """Lower and generate C (the entry point is ``tt_<name>``), without compiling."""
     target = Target.parse(target)
     if target.kind != "cpu":
         raise ValueError(f"build: target {target} has no code generation yet (cpu only)")
     func = lower(s, args, name=name)
     source = generate_c(func, target.vector_bits // 8, target.cores)
-    flags = tuple(target.compiler_flags())
-    library, seconds = compile_source(source, flags, timeout)
     signature = KernelSignature(entry_name(func), tuple(
         ArgSpec(buf.name, buf.shape, buf.dtype, not s[t].is_placeholder)
         for buf, t in zip(func.args, args, strict=True)))
-    return Artifact(library, signature, source, flags, seconds, func)
+    return KernelSource(source, signature, tuple(target.compiler_flags()), func)
+
+
+def compile_schedule(s: Schedule, args: Sequence[Tensor], target: str | Target = "cpu",
+                     name: str = "main", timeout: float | None = None) -> Artifact:
+    """Lower, generate C and compile, without loading the library into this process."""
+    k = kernel_source(s, args, target, name)
+    library, seconds = compile_source(k.source, k.flags, timeout)
+    return Artifact(library, k.signature, k.source, k.flags, seconds, k.func)
+
+
+def compile_library(sources: Sequence[str], flags: Sequence[str],
+                    timeout: float | None = None) -> tuple[Path, float]:
+    """Compile several kernels (distinct entry names; their helpers are ``static``) into
+    one shared library: each source to an object file, in parallel, then one link. Cached
+    by content like ``compile_source``; returns the library's path and the build seconds
+    (0 on a cache hit)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    cc = c_compiler()
+    all_flags = (*BASE_FLAGS, *flags)
+    digest = hashlib.sha256("\0".join([compiler_version(cc), *all_flags, "library", *sources])
+                            .encode()).hexdigest()[:32]
+    cache = tensortune_home() / "kernels"
+    cache.mkdir(parents=True, exist_ok=True)
+    library = cache / f"lib-{digest}.so"
+    if library.exists():
+        return library, 0.0
+    start = time.perf_counter()
+    object_flags = [f for f in all_flags if f != "-shared"]
+    with tempfile.TemporaryDirectory(prefix="tt-link-", dir=cache) as tmp:
+        def compile_one(i: int) -> Path:
+            src, obj = Path(tmp) / f"k{i}.c", Path(tmp) / f"k{i}.o"
+            src.write_text(sources[i])
+            _run_compiler([cc, *object_flags, "-c", str(src), "-o", str(obj)], timeout)
+            return obj
+
+        with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
+            objects = list(pool.map(compile_one, range(len(sources))))
+        out = Path(tmp) / "lib.so"
+        _run_compiler([cc, *all_flags, *map(str, objects), "-o", str(out), "-lm"], timeout)
+        os.replace(out, library)
+    return library, time.perf_counter() - start
+
+
+def _run_compiler(command: list[str], timeout: float | None) -> None:
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        raise CompileTimeout(f"C compilation took longer than {timeout} s") from None
+    if proc.returncode != 0:
+        raise BuildError(f"C compilation failed:\n{proc.stderr[-4000:]}")
 
 
 def build(s: Schedule, args: Sequence[Tensor], target: str | Target = "cpu",

@@ -166,7 +166,7 @@ def random_arguments(func: Function, seed: int = 0) -> list[object]:
     [-1, 1], ints in [-4, 4], bools at random, positive values for 'variance'-like names
     so that sqrt/log stay finite). TypeError when a parameter type has no static shape."""
     rng = np.random.default_rng(seed)
-    return [_random_value(p.type_annotation or p.checked_type_or_none(), rng, p.name_hint)
+    return [_random_value(p.type_annotation or p.checked_type_or_none, rng, p.name_hint)
             for p in func.params]
 
 

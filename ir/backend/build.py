@@ -1,0 +1,260 @@
+"""``ir.build``: optimise, fuse, lower each fused function to a workload, schedule it with
+the steps the caller supplies (or the default schedule), compile every kernel into one
+library, and return a runnable model on the graph executor.
+
+``optimize(module)`` is THE pipeline: task extraction (``extract_tasks``) and ``build``
+both run it, so a task's workload key at build time is the key it was tuned under.
+
+``schedules`` maps a workload to its steps: a ``Mapping`` from workload key to steps, or
+a callable ``schedules(workload) -> steps | None`` (``tuner.compile`` passes one that asks
+the database). ``ir`` knows nothing of the database.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..expr import Call, Expr, Function, Tuple, TupleGetItem
+from ..module import Module
+from ..transform import InferType, PassContext, Sequential
+from ..transform.fuse_ops import FuseOps
+from .graph_executor import GraphBuildError, plan_graph, plan_memory
+from .lower import LoweredFunction, lower_primitive, operator_names
+from .runtime import GRAPH_VERSION, GraphRuntime, save_artifact
+
+__all__ = ["CompiledModel", "Task", "TaskReport", "build", "extract_tasks", "optimize"]
+
+Schedules = Mapping[str, Any] | Callable[[Any], Any] | None
+
+
+def optimize(module: Module, opt_level: int = 3) -> Module:
+    """The optimisation and fusion pipeline shared by task extraction and build."""
+    from .. import transform as t
+
+    passes = [InferType()]
+    for name in ("SimplifyInference", "FoldConstant", "FoldScaleAxis", "FoldConstant",
+                 "EliminateCommonSubexpr", "DeadCodeElimination"):
+        factory = getattr(t, name, None)
+        if factory is not None:
+            passes.append(factory())
+    passes += [FuseOps(), InferType()]
+    with PassContext(opt_level=opt_level):
+        return Sequential(passes, "Optimize")(module)
+
+
+@dataclass
+class Task:
+    """A tuning task of a model: a fused function's workload and how often it runs."""
+
+    workload: Any
+    weight: int
+    flops: float
+    name: str
+    ops: list[str]
+
+
+def _primitive_calls(module: Module) -> list[Function]:
+    """The primitive functions called in the module's functions, in order, with repeats."""
+    found: list[Function] = []
+    for func in module.functions.values():
+        if func.attrs.get("Primitive"):
+            continue
+        stack: list[Expr] = [func.body]
+        seen: set[int] = set()
+        order: list[Function] = []
+        while stack:
+            e = stack.pop()
+            if id(e) in seen:
+                continue
+            seen.add(id(e))
+            if isinstance(e, Call) and isinstance(e.op, Function) and e.op.attrs.get(
+                    "Primitive"):
+                order.append(e.op)
+            stack.extend(_subexpressions(e))
+        found.extend(reversed(order))
+    return found
+
+
+def _subexpressions(e: Expr) -> list[Expr]:
+    from ..expr import If, Let, Match, RefCreate, RefRead, RefWrite
+
+    if isinstance(e, Call):
+        return [*e.args, *([e.op] if not isinstance(e.op, Function) else [])]
+    if isinstance(e, Tuple):
+        return list(e.fields)
+    if isinstance(e, TupleGetItem):
+        return [e.tuple_value]
+    if isinstance(e, Let):
+        return [e.value, e.body]
+    if isinstance(e, If):
+        return [e.cond, e.true_branch, e.false_branch]
+    if isinstance(e, Match):
+        return [e.data, *(c.rhs for c in e.clauses)]
+    if isinstance(e, Function):
+        return [e.body]
+    if isinstance(e, RefCreate | RefRead):
+        return [e.value if isinstance(e, RefCreate) else e.ref]
+    if isinstance(e, RefWrite):
+        return [e.ref, e.value]
+    return []
+
+
+def extract_tasks(module: Module, target: Any = "cpu", opt_level: int = 3) -> list[Task]:
+    """The model's tuning tasks after the build pipeline: one per distinct fused workload,
+    weighted by its number of occurrences, in order of first occurrence. Fused functions
+    without a lowering are not tasks (they run on numpy)."""
+    fused = optimize(module, opt_level)
+    tasks: dict[str, Task] = {}
+    for func in _primitive_calls(fused):
+        lowered = lower_primitive(func)
+        if lowered.workload is None:
+            continue
+        key = lowered.workload.key
+        if key in tasks:
+            tasks[key].weight += 1
+        else:
+            tasks[key] = Task(lowered.workload, 1, lowered.workload.flops, lowered.name,
+                              operator_names(func))
+    return list(tasks.values())
+
+
+@dataclass
+class TaskReport:
+    """How one fused function was built: its workload key, tuned or default schedule."""
+
+    name: str
+    key: str | None
+    count: int
+    flops: float
+    tuned: bool
+    note: str = ""
+
+
+@dataclass
+class CompiledModel:
+    """A model built for the graph executor: call it on numpy arrays."""
+
+    runtime: GraphRuntime
+    graph: dict[str, Any]
+    params: dict[str, np.ndarray]
+    library: Any
+    tasks: list[TaskReport] = field(default_factory=list)
+    memory: Any = None
+    build_seconds: float = 0.0
+    exportable: bool = True
+
+    def __call__(self, *args: np.ndarray, **kwargs: np.ndarray) -> Any:
+        return self.runtime(*args, **kwargs)
+
+    @property
+    def input_names(self) -> list[str]:
+        return self.runtime.input_names
+
+    def export(self, path: Any) -> Any:
+        """Save as one self-contained file (graph, weights, kernel library, the runtime):
+        it loads with ``runtime.load(path)`` where only numpy is installed."""
+        if not self.exportable:
+            raise GraphBuildError("the model has fused functions without compiled kernels "
+                                  "(they run on numpy here): it cannot be exported")
+        return save_artifact(path, self.graph, self.params, self.library)
+
+    def tuned_share(self) -> float:
+        """The share of the model's FLOPs whose kernels use tuned schedules."""
+        total = sum(t.flops * t.count for t in self.tasks)
+        tuned = sum(t.flops * t.count for t in self.tasks if t.tuned)
+        return tuned / total if total else 0.0
+
+
+def _steps_for(schedules: Schedules, workload: Any) -> Any:
+    if schedules is None:
+        return None
+    if callable(schedules):
+        return schedules(workload)
+    return schedules.get(workload.key)
+
+
+def build(module: Module, target: Any = "cpu", schedules: Schedules = None,
+          opt_level: int = 3) -> CompiledModel:
+    """Build ``module``'s ``@main`` for the graph executor (see the module docstring)."""
+    from schedule import Target, compile_library, kernel_source, make_schedule
+    from schedule.schedule import ScheduleError, create_schedule
+
+    start = time.perf_counter()
+    target = Target.parse(target) if not isinstance(target, Target) else target
+    fused = optimize(module, opt_level)
+    if "main" not in fused:
+        raise GraphBuildError("the module has no @main function")
+    plan = plan_graph(fused["main"])
+    memory = plan_memory(plan)
+    kernels: dict[str, tuple[str, LoweredFunction]] = {}  # workload key -> (symbol, lowered)
+    reports: dict[str, TaskReport] = {}
+    sources: list[str] = []
+    python_kernels: dict[int, Callable[..., Any]] = {}
+    nodes: list[dict[str, Any]] = []
+    lowered_by_fn: dict[int, LoweredFunction] = {}
+    for func, inputs, outs in plan.calls:
+        lowered = lowered_by_fn.get(id(func)) or lower_primitive(func)
+        lowered_by_fn[id(func)] = lowered
+        if lowered.workload is None:
+            index = len(python_kernels)
+            python_kernels[index] = _numpy_kernel(func, inputs)
+            nodes.append({"python": index, "inputs": [i for g in inputs for i in g],
+                          "outputs": outs})
+            report = reports.setdefault(f"numpy:{lowered.name}", TaskReport(
+                lowered.name, None, 0, 0.0, False, f"numpy: {lowered.reason}"))
+            report.count += 1
+            continue
+        key = lowered.workload.key
+        if key not in kernels:
+            steps = _steps_for(schedules, lowered.workload)
+            note = ""
+            try:
+                s, args = make_schedule(lowered.workload, steps or ())
+            except ScheduleError as exc:
+                note = f"its tuned steps do not apply ({exc}); default schedule"
+                steps = None
+                args = lowered.workload.tensors()
+                s = create_schedule(args[-lowered.workload.num_outputs:])
+            symbol_name = f"k{len(kernels)}"
+            k = kernel_source(s, args, target, name=symbol_name)
+            sources.append(k.source)
+            kernels[key] = (k.signature.entry, lowered)
+            reports[key] = TaskReport(lowered.name, key, 0, lowered.workload.flops,
+                                      bool(steps), note)
+        reports[key].count += 1
+        symbol, _ = kernels[key]
+        flat_in = [inputs[p][0] for p in lowered.param_order]
+        nodes.append({"kernel": symbol, "args": [*flat_in, *outs]})
+    library = None
+    if sources:
+        library, _ = compile_library(sources, tuple(target.compiler_flags()))
+    graph = {"version": GRAPH_VERSION, "entries": plan.entries, "storages": memory.storages,
+             "nodes": nodes, "inputs": plan.inputs, "input_names": plan.input_names,
+             "outputs": plan.outputs, "output_structure": plan.output_structure}
+    runtime = GraphRuntime(graph, plan.params, library, python_kernels)
+    return CompiledModel(runtime, graph, plan.params, library, list(reports.values()), memory,
+                         time.perf_counter() - start, exportable=not python_kernels)
+
+
+def _numpy_kernel(func: Function, inputs: list[list[int]]) -> Callable[..., Any]:
+    """A fused function without a kernel, run by the interpreter on its flat inputs."""
+    from ..interpreter import evaluate
+    from ..types import TupleType
+
+    sizes = [len(g) for g in inputs]
+    tuple_param = [isinstance(p.checked_type, TupleType) for p in func.params]
+
+    def run(*flat: np.ndarray) -> Any:
+        args, at = [], 0
+        for size, is_tuple in zip(sizes, tuple_param, strict=True):
+            group = flat[at:at + size]
+            args.append(tuple(group) if is_tuple else group[0])
+            at += size
+        return evaluate(func, *args)
+
+    return run

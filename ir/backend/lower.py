@@ -1,0 +1,153 @@
+"""From a fused (``Primitive``) function to a tuning task: one tensor-expression DAG.
+
+``lower_primitive(func)`` composes the lowerings of the function's operators (each
+``OpDef.lowering`` builds tensor expressions through the op library) over placeholders
+``p0, p1, ...`` that stand for the function's parameters, and wraps the result as a DAG
+``Workload`` (``schedule.Workload.from_tensors``). Compute stages get unique names derived
+from the operators (``T_add``, ``T_add_1``...), so the workload's key — the hash of its
+canonical text — depends only on the computation: equal fused functions anywhere, in any
+model, share one key and so one set of tuning records.
+
+A function that cannot be lowered (an operator without a lowering, or a case its lowering
+refuses, a tuple-typed parameter) gives a ``LoweredFunction`` with ``workload`` None and
+the reason; it then runs on the operators' numpy computes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..expr import Call, Expr, Function, Op, Tuple, TupleGetItem, Var
+from ..op.lowering import LoweringError
+from ..types import TensorType, TupleType, Type
+
+__all__ = ["LoweredFunction", "lower_primitive", "operator_names", "workload_name"]
+
+
+@dataclass
+class LoweredFunction:
+    """A primitive function and its workload (None when it has no lowering)."""
+
+    function: Function
+    workload: Any | None
+    reason: str = ""
+    #: for each input tensor of the workload (``workload.tensors()`` order), the index of
+    #: the function parameter it stands for
+    param_order: list[int] = field(default_factory=list)
+    #: the function's output types (one, or the fields of a tuple result)
+    out_types: list[TensorType] = field(default_factory=list)
+    name: str = "fused"
+
+
+def _out_types(t: Type) -> list[TensorType] | None:
+    if isinstance(t, TensorType):
+        return [t]
+    if isinstance(t, TupleType) and all(isinstance(f, TensorType) for f in t.fields):
+        return list(t.fields)  # type: ignore[arg-type]
+    return None
+
+
+def _static(t: TensorType) -> bool:
+    return all(isinstance(d, int) for d in t.shape)
+
+
+def workload_name(func: Function) -> str:
+    """``fused_<op>_<op>...`` from the (first six) operators in the function."""
+    short = "_".join(n.rsplit(".", 1)[-1] for n in operator_names(func)[:6])
+    return f"fused_{short}" if short else "fused"
+
+
+def operator_names(func: Function) -> list[str]:
+    """The operators called in a primitive function, in evaluation order."""
+    names: list[str] = []
+    seen: set[int] = set()
+    stack: list[tuple[Expr, bool]] = [(func.body, False)]
+    while stack:
+        e, ready = stack.pop()
+        if id(e) in seen:
+            continue
+        children = (list(e.args) if isinstance(e, Call) else list(e.fields)
+                    if isinstance(e, Tuple) else [e.tuple_value]
+                    if isinstance(e, TupleGetItem) else [])
+        if not ready:
+            stack.append((e, True))
+            stack.extend((c, False) for c in reversed(children) if id(c) not in seen)
+            continue
+        seen.add(id(e))
+        if isinstance(e, Call) and isinstance(e.op, Op):
+            names.append(e.op.name)
+    return names
+
+
+def lower_primitive(func: Function) -> LoweredFunction:
+    """The workload of a type-checked primitive function (see the module docstring)."""
+    from schedule import Workload, te
+    from schedule.dag import post_order
+    from schedule.tensor import ComputeOp
+
+    name = workload_name(func)
+    outs = _out_types(func.body.checked_type)
+    if outs is None or not all(_static(t) for t in outs):
+        return LoweredFunction(func, None, "the result is not tensors of static shape",
+                               name=name)
+    values: dict[int, Any] = {}
+    for i, p in enumerate(func.params):
+        t = p.checked_type
+        if not isinstance(t, TensorType) or not _static(t):
+            return LoweredFunction(func, None, f"parameter %{p.name_hint} has type {t}",
+                                   out_types=outs, name=name)
+        values[id(p)] = te.placeholder(tuple(t.shape), t.dtype, name=f"p{i}")
+    try:
+        result = _lower_body(func.body, values)
+    except LoweringError as exc:
+        return LoweredFunction(func, None, str(exc), out_types=outs, name=name)
+    except (TypeError, ValueError, NotImplementedError) as exc:  # the op library refused
+        return LoweredFunction(func, None, f"{type(exc).__name__}: {exc}", out_types=outs,
+                               name=name)
+    tensors = list(result) if isinstance(result, list | tuple) else [result]
+    used: dict[str, int] = {}
+    for op in post_order(tensors):
+        if isinstance(op, ComputeOp):
+            n = used.get(op.name, 0)
+            used[op.name] = n + 1
+            if n:
+                op.name = f"{op.name}_{n}"
+    if len({id(t.op) for t in tensors}) != len(tensors) or any(
+            not isinstance(t.op, ComputeOp) for t in tensors):
+        return LoweredFunction(func, None, "an output is an input or repeated",
+                               out_types=outs, name=name)
+    workload = Workload.from_tensors(tensors, name=name)
+    order = [int(t.name[1:]) for t in workload.tensors()[:-workload.num_outputs]]
+    return LoweredFunction(func, workload, "", order, outs, name)
+
+
+def _lower_body(body: Expr, values: dict[int, Any]) -> Any:
+    """The tensor(s) of ``body`` over the parameters' placeholders, iteratively."""
+    stack: list[tuple[Expr, bool]] = [(body, False)]
+    while stack:
+        e, ready = stack.pop()
+        if id(e) in values:
+            continue
+        children = (list(e.args) if isinstance(e, Call) else list(e.fields)
+                    if isinstance(e, Tuple) else [e.tuple_value]
+                    if isinstance(e, TupleGetItem) else [])
+        if not ready and children:
+            stack.append((e, True))
+            stack.extend((c, False) for c in children if id(c) not in values)
+            continue
+        if isinstance(e, Call) and isinstance(e.op, Op):
+            opdef = e.op.opdef
+            if opdef.lowering is None:
+                raise LoweringError(f"{opdef.name} has no lowering")
+            out = opdef.lowering([values[id(a)] for a in e.args], e.attrs, e.checked_type)
+            values[id(e)] = list(out) if isinstance(out, tuple) else out
+        elif isinstance(e, Tuple):
+            values[id(e)] = [values[id(f)] for f in e.fields]
+        elif isinstance(e, TupleGetItem):
+            values[id(e)] = values[id(e.tuple_value)][e.index]
+        elif isinstance(e, Var):
+            raise LoweringError(f"free variable %{e.name_hint} in a primitive function")
+        else:
+            raise LoweringError(f"{type(e).__name__} inside a primitive function")
+    return values[id(body)]
