@@ -24,6 +24,7 @@ from .callbacks import (
 )
 from .cli_service import is_loopback
 from .jobs import cancel_job, requeue_job, resume_job, run_job, submit_job
+from .model_compile import CompileError, compile, model_tasks
 from .progress import TASK_STATES, BestSchedule, TaskProgress, TimeSplit, TuneResult
 from .runner import JobRunner, is_stale
 from .scheduler import SCHEDULERS, TaskScheduler
@@ -41,6 +42,7 @@ __all__ = [
     "SCHEDULERS",
     "TASK_STATES",
     "BestSchedule",
+    "CompileError",
     "FairLock",
     "JobRunner",
     "JobSpec",
@@ -62,11 +64,13 @@ __all__ = [
     "apply_best",
     "build_best",
     "cancel_job",
+    "compile",
     "default_callbacks",
     "default_steps",
     "is_loopback",
     "is_stale",
     "measurement_pool",
+    "model_tasks",
     "open_database",
     "requeue_job",
     "resume_job",

@@ -28,6 +28,7 @@ from .cli_common import (
     subcommand,
 )
 from .cli_ir import add_ir_commands
+from .cli_model import add_model_commands
 from .cli_service import add_service_commands
 from .cli_tune import add_tuning_commands
 
@@ -343,6 +344,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_worker_command(commands)
     add_service_commands(commands)
     add_ir_commands(commands)
+    add_model_commands(commands)
     return parser
 
 

@@ -179,8 +179,11 @@ def _steps_for(schedules: Schedules, workload: Any) -> Any:
 
 
 def build(module: Module, target: Any = "cpu", schedules: Schedules = None,
-          opt_level: int = 3) -> CompiledModel:
-    """Build ``module``'s ``@main`` for the graph executor (see the module docstring)."""
+          opt_level: int = 3, default_schedule: Callable[[Any], Any] | None = None
+          ) -> CompiledModel:
+    """Build ``module``'s ``@main`` for the graph executor (see the module docstring).
+    ``default_schedule(workload) -> steps`` schedules the kernels ``schedules`` has nothing
+    for (default: the unscheduled program)."""
     from schedule import Target, compile_library, kernel_source, make_schedule
     from schedule.schedule import ScheduleError, create_schedule
 
@@ -190,6 +193,9 @@ def build(module: Module, target: Any = "cpu", schedules: Schedules = None,
     if "main" not in fused:
         raise GraphBuildError("the module has no @main function")
     plan = plan_graph(fused["main"])
+    onnx_inputs = fused["main"].attrs.get("input_names")
+    if onnx_inputs is not None and len(onnx_inputs) == len(plan.input_names):
+        plan.input_names = [str(n) for n in onnx_inputs]  # the names the model's users know
     memory = plan_memory(plan)
     kernels: dict[str, tuple[str, LoweredFunction]] = {}  # workload key -> (symbol, lowered)
     reports: dict[str, TaskReport] = {}
@@ -212,20 +218,22 @@ def build(module: Module, target: Any = "cpu", schedules: Schedules = None,
         key = lowered.workload.key
         if key not in kernels:
             steps = _steps_for(schedules, lowered.workload)
-            note = ""
+            tuned, note = bool(steps), ""
+            if not steps and default_schedule is not None:
+                steps = default_schedule(lowered.workload)
             try:
                 s, args = make_schedule(lowered.workload, steps or ())
             except ScheduleError as exc:
-                note = f"its tuned steps do not apply ({exc}); default schedule"
-                steps = None
+                note = f"its steps do not apply ({exc}); unscheduled program"
+                tuned = False
                 args = lowered.workload.tensors()
                 s = create_schedule(args[-lowered.workload.num_outputs:])
             symbol_name = f"k{len(kernels)}"
             k = kernel_source(s, args, target, name=symbol_name)
             sources.append(k.source)
             kernels[key] = (k.signature.entry, lowered)
-            reports[key] = TaskReport(lowered.name, key, 0, lowered.workload.flops,
-                                      bool(steps), note)
+            reports[key] = TaskReport(lowered.name, key, 0, lowered.workload.flops, tuned,
+                                      note)
         reports[key].count += 1
         symbol, _ = kernels[key]
         flat_in = [inputs[p][0] for p in lowered.param_order]
@@ -235,10 +243,20 @@ def build(module: Module, target: Any = "cpu", schedules: Schedules = None,
         library, _ = compile_library(sources, tuple(target.compiler_flags()))
     graph = {"version": GRAPH_VERSION, "entries": plan.entries, "storages": memory.storages,
              "nodes": nodes, "inputs": plan.inputs, "input_names": plan.input_names,
-             "outputs": plan.outputs, "output_structure": plan.output_structure}
+             "outputs": plan.outputs, "output_structure": plan.output_structure,
+             "output_names": _output_names(fused["main"], len(plan.outputs))}
     runtime = GraphRuntime(graph, plan.params, library, python_kernels)
     return CompiledModel(runtime, graph, plan.params, library, list(reports.values()), memory,
                          time.perf_counter() - start, exportable=not python_kernels)
+
+
+def _output_names(main: Function, count: int) -> list[str]:
+    """The model's output names (``output_names`` in ``@main``'s attributes, as the ONNX
+    importer records them), else ``out`` / ``out_0, out_1, ...``."""
+    names = main.attrs.get("output_names")
+    if names is not None and len(names) == count:
+        return [str(n) for n in names]
+    return ["out"] if count == 1 else [f"out_{i}" for i in range(count)]
 
 
 def _numpy_kernel(func: Function, inputs: list[list[int]]) -> Callable[..., Any]:

@@ -1,0 +1,94 @@
+"""Compiling a model with the tuned schedules: ``tensortune tasks``, ``tune`` of the model's
+tasks, ``tensortune compile`` (hits, misses, --strict) and ``tensortune run`` on the
+artefact, checked against onnxruntime."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+from onnx import TensorProto, helper, numpy_helper  # noqa: E402
+
+import tuner  # noqa: E402
+
+RNG = np.random.default_rng(5)
+
+
+def small_cnn(path) -> str:
+    """Conv(3x3) + Relu -> GlobalAveragePool -> Flatten -> Gemm."""
+    w = numpy_helper.from_array(RNG.standard_normal((8, 3, 3, 3)).astype("float32"), "w")
+    b = numpy_helper.from_array(RNG.standard_normal(8).astype("float32"), "b")
+    fc = numpy_helper.from_array(RNG.standard_normal((4, 8)).astype("float32"), "fc")
+    fcb = numpy_helper.from_array(RNG.standard_normal(4).astype("float32"), "fcb")
+    nodes = [helper.make_node("Conv", ["image", "w", "b"], ["c"], pads=[1, 1, 1, 1], name="conv"),
+             helper.make_node("Relu", ["c"], ["r"], name="relu"),
+             helper.make_node("GlobalAveragePool", ["r"], ["g"], name="gap"),
+             helper.make_node("Flatten", ["g"], ["f"], name="flatten"),
+             helper.make_node("Gemm", ["f", "fc", "fcb"], ["logits"], transB=1, name="fc")]
+    graph = helper.make_graph(
+        nodes, "small_cnn",
+        [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, 8, 8])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 4])], [w, b, fc, fcb])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    onnx.save(model, str(path))
+    return str(path)
+
+
+def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tuner", *args], capture_output=True,
+                          text=True, timeout=600, check=check)
+
+
+def test_tasks_compile_tune_and_run(tmp_path):
+    model = small_cnn(tmp_path / "cnn.onnx")
+    db = f"sqlite:///{tmp_path / 'tuning.db'}"
+    tasks = json.loads(cli("tasks", model, "--db", db, "--json").stdout)["tasks"]
+    assert [t["ops"] for t in tasks] == [["nn.conv2d", "nn.bias_add", "nn.relu"],
+                                         ["nn.global_avg_pool2d"], ["reshape"],
+                                         ["nn.dense", "nn.bias_add"]]
+    assert not any(t["tuned"] for t in tasks)
+    assert sum(t["flops_share"] for t in tasks) == pytest.approx(1.0)
+
+    strict = cli("compile", model, "--db", db, "--strict", "-o", str(tmp_path / "m.tt"),
+                 check=False)
+    assert strict.returncode != 0 and "no tuning record" in strict.stderr
+
+    # tune the conv task only: it is a hit, the rest are misses
+    conv = tuner.model_tasks(model)[0]["workload"]
+    tuner.tune([conv], trials=4, db=db)
+    out = json.loads(cli("compile", model, "--db", db, "-o", str(tmp_path / "m.tt"),
+                         "--json").stdout)
+    tuned = {t["name"]: t["tuned"] for t in out["tasks"]}
+    assert tuned["fused_conv2d_bias_add_relu"] and not tuned["fused_dense_bias_add"]
+    assert 0.5 < out["tuned_flops_share"] < 1
+
+    image = RNG.standard_normal((1, 3, 8, 8)).astype("float32")
+    np.savez(tmp_path / "in.npz", image=image)
+    run = json.loads(cli("run", str(tmp_path / "m.tt"), "--inputs", str(tmp_path / "in.npz"),
+                         "--output", str(tmp_path / "out.npz"), "--repeat", "3",
+                         "--json").stdout)
+    assert run["executor"] == "graph" and run["latency_s"] > 0
+    got = np.load(tmp_path / "out.npz")["logits"]
+    want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(
+        None, {"image": image})[0]
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_bad_model_and_bad_inputs_are_clear_errors(tmp_path):
+    broken = tmp_path / "broken.onnx"
+    broken.write_bytes(b"\x08\x07garbage")
+    result = cli("compile", str(broken), "-o", str(tmp_path / "x.tt"), check=False)
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    model = small_cnn(tmp_path / "cnn.onnx")
+    cli("compile", model, "--db", f"sqlite:///{tmp_path / 'db.db'}", "-o",
+        str(tmp_path / "m.tt"))
+    np.savez(tmp_path / "in.npz", wrong=np.zeros(3, "float32"))
+    result = cli("run", str(tmp_path / "m.tt"), "--inputs", str(tmp_path / "in.npz"),
+                 check=False)
+    assert result.returncode != 0 and "missing input 'image'" in result.stderr

@@ -1,0 +1,173 @@
+"""The model commands: ``tensortune tasks MODEL.onnx`` (the tuning tasks of a model),
+``tensortune compile MODEL.onnx -o model.tt`` (build it with the best tuned schedules into
+a self-contained artefact) and ``tensortune run model.tt`` (run an artefact on inputs from
+an ``.npz`` file).
+
+Importing a model parses it with the onnx package; nothing in it is executed as code.
+``run`` loads the artefact's graph, weights and kernel library with the numpy-only runtime.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+from .cli_common import CLIError, _print_json, subcommand
+from .cli_ir import flatten_value
+
+
+def _target(args: argparse.Namespace) -> Any:
+    from schedule import Target
+
+    try:
+        return Target.parse(args.target)
+    except ValueError as exc:
+        raise CLIError(f"bad --target: {exc}") from None
+
+
+def _compile_error(exc: Exception) -> CLIError:
+    return CLIError(f"{type(exc).__name__}: {exc}")
+
+
+def _cmd_tasks(args: argparse.Namespace) -> int:
+    from .model_compile import CompileError, model_tasks
+
+    try:
+        tasks = model_tasks(args.model, _target(args), args.db)
+    except (CompileError, ValueError) as exc:
+        raise _compile_error(exc) from None
+    total = sum(t["flops"] * t["weight"] for t in tasks) or 1.0
+    rows = [{k: v for k, v in t.items() if k != "workload"} |
+            {"flops_share": t["flops"] * t["weight"] / total} for t in tasks]
+    if args.json:
+        _print_json({"model": args.model, "tasks": rows})
+        return 0
+    print(f"{'#':>3}  {'key':32}  {'weight':>6}  {'MFLOP':>9}  {'share':>6}  tuned  ops")
+    for i, r in enumerate(rows):
+        print(f"{i:>3}  {r['key']:32}  {r['weight']:>6}  {r['flops'] / 1e6:>9.2f}  "
+              f"{r['flops_share']:>6.1%}  {'yes' if r['tuned'] else 'no':5}  "
+              f"{' '.join(r['ops'])}")
+    return 0
+
+
+def _cmd_compile(args: argparse.Namespace) -> int:
+    from .model_compile import CompileError, compile
+
+    start = time.perf_counter()
+    try:
+        model = compile(args.model, _target(args), args.db, strict=args.strict)
+        path = model.export(args.output)
+    except (CompileError, ValueError, OSError) as exc:
+        raise _compile_error(exc) from None
+    tasks = [{"name": t.name, "key": t.key, "count": t.count, "flops": t.flops,
+              "tuned": t.tuned, "note": t.note} for t in model.tasks]
+    summary = {"model": args.model, "output": str(path), "tasks": tasks,
+               "tuned_flops_share": model.tuned_share(),
+               "memory": {"activation_bytes_unshared": model.memory.bytes_unshared,
+                          "activation_bytes_planned": model.memory.bytes_planned},
+               "seconds": time.perf_counter() - start}
+    if args.json:
+        _print_json(summary)
+        return 0
+    for t in model.tasks:
+        state = "tuned" if t.tuned else "default"
+        print(f"  {state:8} x{t.count:<3} {t.name} ({t.key}){'  ' + t.note if t.note else ''}")
+    hits = sum(t.tuned for t in model.tasks)
+    print(f"{hits}/{len(model.tasks)} tasks tuned ({model.tuned_share():.1%} of the FLOPs); "
+          f"activations {model.memory.bytes_unshared / 2**20:.1f} MiB -> "
+          f"{model.memory.bytes_planned / 2**20:.1f} MiB with the memory plan")
+    print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    from ir.backend import runtime
+
+    try:
+        model = runtime.load(args.artefact)
+    except (OSError, ValueError, KeyError) as exc:
+        raise CLIError(f"cannot load {args.artefact}: {exc}") from None
+    try:
+        with np.load(args.inputs, allow_pickle=False) as data:
+            inputs = {name: data[name] for name in data.files}
+    except (OSError, ValueError) as exc:
+        raise CLIError(f"cannot read inputs from {args.inputs}: {exc}") from None
+    try:
+        result = model(**inputs)
+    except (TypeError, ValueError) as exc:
+        raise CLIError(str(exc)) from None
+    times = []
+    for _ in range(args.repeat):
+        t0 = time.perf_counter()
+        model.run()
+        times.append(time.perf_counter() - t0)
+    names = model.graph.get("output_names") or []
+    tensors = flatten_value(result)
+    if len(names) != len(tensors):
+        names = [f"out_{i}" for i in range(len(tensors))]
+    arrays = dict(zip(names, tensors, strict=True))
+    if args.output:
+        try:
+            np.savez(args.output, **arrays)
+        except OSError as exc:
+            raise CLIError(f"cannot write {args.output}: {exc}") from None
+    latency = float(np.median(times)) if times else None
+    if args.json:
+        _print_json({"artefact": args.artefact, "executor": "graph", "latency_s": latency,
+                     "outputs": {n: {"shape": list(a.shape), "dtype": str(a.dtype)}
+                                 for n, a in arrays.items()}})
+        return 0
+    for n, a in arrays.items():
+        print(f"{n}: {a.dtype}{list(a.shape)}")
+    if latency is not None:
+        print(f"latency {latency * 1e3:.3f} ms (median of {len(times)} runs after a warm-up)")
+    return 0
+
+
+def add_model_commands(commands: Any) -> None:
+    """Register ``tasks``, ``compile`` and ``run`` on the ``tensortune`` subparsers."""
+    tasks = subcommand(
+        commands, "tasks", _cmd_tasks,
+        help="list a model's tuning tasks",
+        description=("Import MODEL (ONNX), optimise and fuse it as `compile` does, and list\n"
+                     "the tuning tasks: workload key, weight (occurrences), FLOPs, share of\n"
+                     "the model's FLOPs, whether the database has a record on the target."),
+        epilog="examples:\n  tensortune tasks resnet18.onnx --target cpu\n"
+               "  tensortune tasks resnet18.onnx --json")
+    tasks.add_argument("model", metavar="MODEL", help="an ONNX model file")
+    tasks.add_argument("--target", default="cpu", help="the target (default: this CPU)")
+    comp = subcommand(
+        commands, "compile", _cmd_compile,
+        help="build a model with the best tuned schedules",
+        description=("Import MODEL (ONNX), optimise and fuse it, take each task's best record\n"
+                     "on the target from the database (a default schedule otherwise), build\n"
+                     "the kernels into one library and write a self-contained artefact\n"
+                     "(graph, weights, kernels, runtime) that `tensortune run` or the\n"
+                     "numpy-only runtime loads."),
+        epilog="examples:\n  tensortune compile resnet18.onnx --target cpu -o resnet18.tt\n"
+               "  tensortune compile resnet18.onnx --strict --db sqlite:///tuning.db "
+               "-o r.tt")
+    comp.add_argument("model", metavar="MODEL", help="an ONNX model file")
+    comp.add_argument("--target", default="cpu", help="the target (default: this CPU)")
+    comp.add_argument("-o", "--output", required=True, metavar="FILE",
+                      help="where to write the artefact (e.g. model.tt)")
+    comp.add_argument("--strict", action="store_true",
+                      help="fail when a task has no tuning record")
+    run = subcommand(
+        commands, "run", _cmd_run, db=False,
+        help="run a compiled model artefact",
+        description=("Load ARTEFACT (from `tensortune compile`) and run it on inputs from an\n"
+                     ".npz file named as the model's graph inputs; outputs are saved under\n"
+                     "the graph's output names. --repeat N times N more runs (the reported\n"
+                     "latency is their median, after the first run as a warm-up)."),
+        epilog="examples:\n  tensortune run model.tt --inputs in.npz --output out.npz\n"
+               "  tensortune run model.tt --inputs in.npz --repeat 20 --json")
+    run.add_argument("artefact", metavar="ARTEFACT", help="a compiled model (.tt)")
+    run.add_argument("--inputs", required=True, metavar="NPZ", help="inputs by name")
+    run.add_argument("--output", metavar="NPZ", help="where to save the outputs")
+    run.add_argument("--repeat", type=int, default=10, metavar="N",
+                     help="timed runs after the first (default 10)")
