@@ -21,6 +21,7 @@ Imports only numpy, the standard library and ``schedule`` (its top-level package
 
 from . import op
 from .attrs import Attrs
+from .backend import CompiledModel, GraphBuildError, build, extract_tasks, optimize, runtime
 from .builder import const, var
 from .errors import IRTypeError
 from .expr import (
@@ -93,6 +94,8 @@ __all__ = [
     "Call",
     "Clause",
     "Closure",
+    # model compilation (ir.backend) and ONNX import (ir.frontend, loaded on first use)
+    "CompiledModel",
     "Constant",
     "Constructor",
     "Dim",
@@ -104,12 +107,14 @@ __all__ = [
     "Function",
     "GlobalTypeVar",
     "GlobalVar",
+    "GraphBuildError",
     "IRTypeError",
     "If",
     "IncompleteType",
     "Let",
     "Match",
     "Module",
+    "OnnxImportError",
     "Op",
     "OpDef",
     "OpPattern",
@@ -144,12 +149,15 @@ __all__ = [
     "assert_structural_equal",
     "astext",
     "bound_vars",
+    "build",
     "const",
     "evaluate",
+    "extract_tasks",
     "format_shape",
     "free_type_vars",
     "free_vars",
     "from_json_dict",
+    "from_onnx",
     "get_op_def",
     # type inference
     "infer_expr",
@@ -158,11 +166,13 @@ __all__ = [
     "list_ops",
     "load_json",
     "op",
+    "optimize",
     "parse",
     "parse_expr",
     "pattern_vars",
     "prelude",
     "register_op",
+    "runtime",
     "save_json",
     "scalar_type",
     "script",
@@ -175,3 +185,13 @@ __all__ = [
     "to_json_dict",
     "var",
 ]
+
+
+def __getattr__(name: str) -> object:
+    """``ir.from_onnx`` / ``ir.OnnxImportError``: the ONNX frontend, imported on first use
+    (it needs the optional onnx package)."""
+    if name in ("from_onnx", "OnnxImportError"):
+        from . import frontend
+
+        return getattr(frontend, name)
+    raise AttributeError(f"module 'ir' has no attribute {name!r}")

@@ -22,7 +22,7 @@ from .build import (
     kernel_source,
     load_module,
 )
-from .dag import canonical_text, workload_key
+from .dag import canonical_text, post_order, workload_key
 from .loop_ir import LoweredFunc
 from .lower import lower
 from .schedule import Schedule, ScheduleError
@@ -58,6 +58,7 @@ __all__ = [
     "lower",
     "make_schedule",
     "ops",
+    "post_order",
     "te",
     "workload_key",
 ]

@@ -85,7 +85,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
-    from ir.backend import runtime
+    from ir import runtime
 
     try:
         model = runtime.load(args.artefact)

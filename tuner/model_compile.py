@@ -30,7 +30,7 @@ def load_model(model: Any) -> Any:
 
     if isinstance(model, ir.Module):
         return model
-    from ir.frontend import OnnxImportError, from_onnx
+    from ir import OnnxImportError, from_onnx
 
     if isinstance(model, str | os.PathLike) and not os.path.exists(model):
         raise CompileError(f"no model file {model}")
@@ -44,7 +44,7 @@ def model_tasks(model: Any, target: Target | str = "cpu", db: Database | str | N
                 opt_level: int = 3) -> list[dict[str, Any]]:
     """The tuning tasks of a model, each with whether the database has a record for it on
     ``target``: ``{"key", "name", "ops", "flops", "weight", "tuned", "workload"}``."""
-    from ir.backend import extract_tasks
+    from ir import extract_tasks
 
     target = Target.parse(target)
     database = open_database(db) if db is not None else None
@@ -62,7 +62,7 @@ def compile(model: Any, target: Target | str = "cpu", db: Database | str | None 
             strict: bool = False, opt_level: int = 3) -> Any:
     """Build ``model`` with the best schedules ``db`` holds for ``target`` (see the module
     docstring). Returns an ``ir.backend.CompiledModel``."""
-    from ir.backend import build
+    from ir import build
 
     target = Target.parse(target)
     module = load_model(model)

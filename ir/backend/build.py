@@ -184,8 +184,7 @@ def build(module: Module, target: Any = "cpu", schedules: Schedules = None,
     """Build ``module``'s ``@main`` for the graph executor (see the module docstring).
     ``default_schedule(workload) -> steps`` schedules the kernels ``schedules`` has nothing
     for (default: the unscheduled program)."""
-    from schedule import Target, compile_library, kernel_source, make_schedule
-    from schedule.schedule import ScheduleError, create_schedule
+    from schedule import ScheduleError, Target, compile_library, kernel_source, make_schedule, te
 
     start = time.perf_counter()
     target = Target.parse(target) if not isinstance(target, Target) else target
@@ -227,7 +226,7 @@ def build(module: Module, target: Any = "cpu", schedules: Schedules = None,
                 note = f"its steps do not apply ({exc}); unscheduled program"
                 tuned = False
                 args = lowered.workload.tensors()
-                s = create_schedule(args[-lowered.workload.num_outputs:])
+                s = te.create_schedule(args[-lowered.workload.num_outputs:])
             symbol_name = f"k{len(kernels)}"
             k = kernel_source(s, args, target, name=symbol_name)
             sources.append(k.source)

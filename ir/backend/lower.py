@@ -82,9 +82,7 @@ def operator_names(func: Function) -> list[str]:
 
 def lower_primitive(func: Function) -> LoweredFunction:
     """The workload of a type-checked primitive function (see the module docstring)."""
-    from schedule import Workload, te
-    from schedule.dag import post_order
-    from schedule.tensor import ComputeOp
+    from schedule import Workload, post_order, te
 
     name = workload_name(func)
     outs = _out_types(func.body.checked_type)
@@ -108,13 +106,13 @@ def lower_primitive(func: Function) -> LoweredFunction:
     tensors = list(result) if isinstance(result, list | tuple) else [result]
     used: dict[str, int] = {}
     for op in post_order(tensors):
-        if isinstance(op, ComputeOp):
+        if isinstance(op, te.ComputeOp):
             n = used.get(op.name, 0)
             used[op.name] = n + 1
             if n:
                 op.name = f"{op.name}_{n}"
     if len({id(t.op) for t in tensors}) != len(tensors) or any(
-            not isinstance(t.op, ComputeOp) for t in tensors):
+            not isinstance(t.op, te.ComputeOp) for t in tensors):
         return LoweredFunction(func, None, "an output is an input or repeated",
                                out_types=outs, name=name)
     workload = Workload.from_tensors(tensors, name=name)

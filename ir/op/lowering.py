@@ -219,4 +219,116 @@ def layer_norm(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
     return ops.layer_norm(inputs[0], inputs[1], inputs[2], eps=attrs.epsilon)
 
 
+def _index_from_output(t: Any, idx: Sequence[Any], out_shape: Sequence[int]) -> Any:
+    """``t``'s element that numpy broadcasting pairs with output index ``idx``."""
+    offset = len(out_shape) - t.ndim
+    return t[tuple(0 if d == 1 and out_shape[offset + k] != 1 else idx[offset + k]
+                   for k, d in enumerate(t.shape))]
+
+
+def _elementwise(name: str, inputs: Sequence[Any], out_type: Type, fn: Callable) -> Any:
+    """``out[i] = fn(in0[i'], in1[i'], ...)`` with numpy broadcasting."""
+    _, te = _lib()
+    shape = _static_shape(name, out_type)
+
+    def body(*idx: Any) -> Any:
+        return fn(*(_index_from_output(x, idx, shape) for x in inputs))
+
+    return te.compute(shape, body, name=f"T_{name.rsplit('.', 1)[-1]}")
+
+
+def math(name: str, intrinsic: str | None = None) -> Callable:
+    """A unary math function of the schedule layer (exp, log, sqrt, rsqrt, erf, abs...)."""
+
+    def lower(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
+        _, te = _lib()
+        fn = getattr(te, intrinsic or name)
+        return _elementwise(name, inputs, out_type, fn)
+
+    lower.__name__ = f"lower_{name}"
+    return lower
+
+
+def elementwise(name: str, fn: Callable[..., Any]) -> Callable:
+    """``fn`` over te expressions of the (broadcast) inputs, e.g. maximum, power, less."""
+
+    def lower(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
+        _, te = _lib()
+        return _elementwise(name, inputs, out_type, lambda *xs: fn(te, *xs))
+
+    lower.__name__ = f"lower_{name}"
+    return lower
+
+
+def cast(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
+    _, te = _lib()
+    return _elementwise("cast", inputs, out_type, lambda x: te.cast(out_type.dtype, x))
+
+
+def where(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
+    _, te = _lib()
+    return _elementwise("where", inputs, out_type, te.if_then_else)
+
+
+def mean(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
+    """The sum over the axes, then one multiply by 1/count (float dtypes)."""
+    ops, te = _lib()
+    total = reduction("sum")(inputs, attrs, out_type)
+    x = inputs[0]
+    if not x.dtype.startswith("float"):
+        raise LoweringError("mean: only float dtypes have a lowering")
+    count = 1
+    for d in x.shape:
+        count *= int(d)
+    count //= max(1, _size(total.shape))
+    scale = te.const(1.0 / count, x.dtype)
+    return te.compute(total.shape, lambda *i: total[i] * scale, name="T_mean")
+
+
+def _size(shape: Sequence[Any]) -> int:
+    n = 1
+    for d in shape:
+        n *= int(d)
+    return n
+
+
+def strided_slice(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
+    from .transform import slice_plan
+
+    _, te = _lib()
+    x = inputs[0]
+    shape = _static_shape("strided_slice", out_type)
+    plan = slice_plan(TensorType(tuple(x.shape), x.dtype), attrs)
+    starts = []
+    for axis, d in enumerate(x.shape):
+        b, e, s = plan.get(axis, (0, None, 1))
+        starts.append((range(int(d))[slice(b, e, s)].start, s))
+
+    def body(*idx: Any) -> Any:
+        return x[tuple(i * s + start if (start, s) != (0, 1) else i
+                       for i, (start, s) in zip(idx, starts, strict=True))]
+
+    return te.compute(shape, body, name="T_strided_slice")
+
+
+def take(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
+    """``take`` along one axis with ``mode='clip'`` (indices clamped into range)."""
+    _, te = _lib()
+    data, indices = inputs
+    if attrs.axis is None or attrs.mode != "clip" or attrs.batch_dims:
+        raise LoweringError("take: only an axis with mode='clip' and no batch_dims has a "
+                            "lowering")
+    axis = attrs.axis % data.ndim
+    shape = _static_shape("take", out_type)
+    n = indices.ndim
+    extent = int(data.shape[axis])
+
+    def body(*idx: Any) -> Any:
+        position = te.cast("int32", indices[tuple(idx[axis:axis + n])])
+        position = te.max(te.min(position, extent - 1), 0)
+        return data[(*idx[:axis], position, *idx[axis + n:])]
+
+    return te.compute(shape, body, name="T_take")
+
+
 __all__ = ["LoweringError"]

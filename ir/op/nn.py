@@ -1,5 +1,6 @@
 """Neural-network operators (``ir.op.nn.*``): activations, dense / matmul / batch_matmul,
-conv2d, pooling, normalization (batch_norm, layer_norm), softmax, bias_add, dropout, pad.
+conv2d and conv2d_transpose, pooling, normalization (batch_norm, layer_norm), softmax,
+bias_add, dropout, pad.
 
 ``ir.op.nn.<name>(...)`` builds a call of any operator registered as ``nn.<name>``.
 Attribute names and defaults are Relay's. Layouts: data ``NCHW`` or ``NHWC`` (any order of
@@ -34,6 +35,23 @@ register_op(OpDef(
     type_relation=rel.identity_relation("nn.relu"), pattern=OpPattern.ELEMWISE,
     compute=_relu, lowering=low.unary("relu"), doc="max(x, 0), elementwise."))
 
+
+
+def _leaky_relu_relation(types: Sequence[Type], attrs: Attrs) -> Type:
+    t = rel.expect_tensor("nn.leaky_relu", types[0])
+    rel.expect_float("nn.leaky_relu", t)
+    return t
+
+
+def _leaky_relu(args: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    x = np.asarray(args[0])
+    return np.where(x > 0, x, x * np.asarray(attrs.alpha, x.dtype)).astype(x.dtype, copy=False)
+
+
+register_op(OpDef(
+    name="nn.leaky_relu", num_inputs=1, attrs_schema={"alpha": (float, 0.01)},
+    type_relation=_leaky_relu_relation, pattern=OpPattern.ELEMWISE, compute=_leaky_relu,
+    doc="``x`` where x > 0, else ``alpha * x``, elementwise (float dtypes)."))
 
 def _dense_relation(types: Sequence[Type], attrs: Attrs) -> Type:
     data = rel.expect_tensor("nn.dense", types[0], "input")
@@ -247,6 +265,94 @@ register_op(OpDef(
     lowering=low.conv2d,
     doc="2-d convolution (grouped with ``groups``): data NCHW (or NHWC) with weight OIHW (or "
         "HWIO), I = C / groups; padding 1, 2 or 4 ints (top, left, bottom, right)."))
+
+# ------------------------------------------------------------------------ conv2d_transpose
+
+
+def _conv2d_transpose_geometry(types: Sequence[Type], attrs: Attrs) -> tuple:
+    op = "nn.conv2d_transpose"
+    data = rel.expect_tensor(op, types[0], "input")
+    weight = rel.expect_tensor(op, types[1], "weight")
+    layouts = (attrs.data_layout, attrs.kernel_layout, attrs.out_layout or attrs.data_layout)
+    if layouts != ("NCHW", "IOHW", "NCHW"):
+        raise IRTypeError(f"{op}: layouts {layouts} are not supported (NCHW data, IOHW "
+                          "kernel)")
+    if data.ndim != 4 or weight.ndim != 4:
+        raise IRTypeError(f"{op}: input {format_shape(data.shape)} and weight "
+                          f"{format_shape(weight.shape)} must have rank 4 (NCHW and IOHW)")
+    rel.same_dtype(op, [data, weight])
+    n, c, h, w = data.shape
+    i, o, r, s = weight.shape
+    strides = rel.pair(op, attrs.strides, "strides")
+    dilation = rel.pair(op, attrs.dilation, "dilation")
+    pads = rel.padding2d(op, attrs.padding)
+    out_pad = rel.pair(op, attrs.output_padding, "output_padding", minimum=0)
+    groups = attrs.groups
+    shapes = f"input {format_shape(data.shape)} and weight {format_shape(weight.shape)} (IOHW)"
+    if groups < 1:
+        raise IRTypeError(f"{op}: groups must be >= 1, got {groups}")
+    if not rel.dims_agree(c, i):
+        raise IRTypeError(f"{op}: {shapes} disagree on the input channels: {c} vs {i}")
+    if isinstance(c, int) and c % groups:
+        raise IRTypeError(f"{op}: {shapes}: {c} input channels are not divisible by "
+                          f"groups={groups}")
+    channels = o * groups if isinstance(o, int) else Any
+    if attrs.channels is not None and isinstance(channels, int) and channels != attrs.channels:
+        raise IRTypeError(f"{op}: channels={attrs.channels} but {shapes} with groups={groups} "
+                          f"gives {channels} output channels")
+    dims = []
+    for size, k, st, d, before, after, extra in ((h, r, strides[0], dilation[0], pads[0],
+                                                  pads[2], out_pad[0]),
+                                                 (w, s, strides[1], dilation[1], pads[1],
+                                                  pads[3], out_pad[1])):
+        if isinstance(size, int) and isinstance(k, int):
+            dim = (size - 1) * st + (k - 1) * d + 1 + extra - before - after
+            if dim < 1:
+                raise IRTypeError(f"{op}: {shapes} with padding {pads} leaves an output "
+                                  f"size of {dim}")
+            dims.append(dim)
+        else:
+            dims.append(Any)
+    out_type = TensorType((n, channels, *dims), attrs.out_dtype or data.dtype)
+    return out_type, strides, dilation, pads, out_pad
+
+
+def _conv2d_transpose(args: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    x, w = (np.asarray(a) for a in args)
+    out_type, (sh, sw), (dh, dw), (pt, pl, pb, pr), (oph, opw) = _conv2d_transpose_geometry(
+        [_tt(x), _tt(w)], attrs)
+    dtype = out_type.dtype
+    n, c, h, wd = x.shape
+    _, og, r, s = w.shape
+    g = attrs.groups
+    full_h = (h - 1) * sh + (r - 1) * dh + 1 + oph
+    full_w = (wd - 1) * sw + (s - 1) * dw + 1 + opw
+    full = np.zeros((n, g, og, full_h, full_w), np.float64 if dtype.startswith("float")
+                    else dtype)
+    xg = x.reshape(n, g, c // g, h, wd)
+    wg = w.reshape(g, c // g, og, r, s)
+    for ry in range(r):
+        for rx in range(s):
+            # each input pixel scatters its taps to a strided grid of the output
+            full[:, :, :, ry * dh:ry * dh + sh * (h - 1) + 1:sh,
+                 rx * dw:rx * dw + sw * (wd - 1) + 1:sw] += np.einsum(
+                     "ngihw,gio->ngohw", xg, wg[:, :, :, ry, rx])
+    out = full.reshape(n, g * og, full_h, full_w)[:, :, pt:full_h - pb, pl:full_w - pr]
+    return np.ascontiguousarray(out.astype(dtype))
+
+
+register_op(OpDef(
+    name="nn.conv2d_transpose", num_inputs=2,
+    attrs_schema={"strides": (tuple, (1, 1)), "padding": (tuple, (0, 0)),
+                  "output_padding": (tuple, (0, 0)), "dilation": (tuple, (1, 1)),
+                  "groups": (int, 1), "channels": (int, None), "kernel_size": (tuple, None),
+                  "data_layout": (str, "NCHW"), "kernel_layout": (str, "IOHW"),
+                  "out_layout": (str, ""), "out_dtype": (str, "")},
+    type_relation=lambda types, attrs: _conv2d_transpose_geometry(types, attrs)[0],
+    pattern=OpPattern.OUT_ELEMWISE_FUSABLE, compute=_conv2d_transpose,
+    doc="Transposed 2-d convolution (the gradient of conv2d with respect to its input): "
+        "data NCHW with weight IOHW (I = C, O = output channels / groups); the output is "
+        "(H - 1) * stride + (R - 1) * dilation + 1 + output_padding - padding."))
 
 # --------------------------------------------------------------------------------- pooling
 

@@ -1,6 +1,6 @@
 """Tensor operators without a namespace (``ir.op.add``, ``ir.op.sum``): elementwise
-arithmetic and math, comparisons and logic, ``clip`` and ``cast``, and reductions. Shape
-manipulation and tensor creation are in ``transform``.
+arithmetic and math, comparisons and logic, ``where``, ``clip`` and ``cast``, and
+reductions. Shape manipulation and tensor creation are in ``transform``.
 
 To add an operator: write its type relation (reuse ``relations``) and numpy compute, and
 ``register_op(OpDef(...))`` it here; ``ir.op.<name>`` then builds its calls.
@@ -56,7 +56,10 @@ _BINARY: dict[str, tuple[Callable, str]] = {
     "minimum": (np.minimum, "Elementwise minimum"),
 }
 _BINARY_LOWERING = {"add": low.binary("add"), "subtract": low.binary("subtract"),
-                    "multiply": low.binary("multiply"), "divide": low.binary("divide")}
+                    "multiply": low.binary("multiply"), "divide": low.binary("divide"),
+                    "maximum": low.elementwise("maximum", lambda te, a, b: te.max(a, b)),
+                    "minimum": low.elementwise("minimum", lambda te, a, b: te.min(a, b)),
+                    "power": low.elementwise("power", lambda te, a, b: te.pow(a, b))}
 
 
 def _binary_compute(fn: Callable) -> Callable:
@@ -89,6 +92,12 @@ def _compare_compute(fn: Callable) -> Callable:
     return compute
 
 
+_COMPARE_LOWERING: dict[str, Callable] = {
+    "less": lambda te, a, b: a < b, "greater": lambda te, a, b: a > b,
+    "less_equal": lambda te, a, b: a <= b, "greater_equal": lambda te, a, b: a >= b,
+    "equal": lambda te, a, b: te.equal(a, b), "not_equal": lambda te, a, b: te.not_equal(a, b),
+}
+
 for _name, _fn in (("less", np.less), ("greater", np.greater), ("equal", np.equal),
                    ("less_equal", np.less_equal), ("greater_equal", np.greater_equal),
                    ("not_equal", np.not_equal)):
@@ -96,6 +105,7 @@ for _name, _fn in (("less", np.less), ("greater", np.greater), ("equal", np.equa
         name=_name, num_inputs=2, attrs_schema={},
         type_relation=rel.broadcast_relation(_name, out_dtype="bool"),
         pattern=OpPattern.BROADCAST, compute=_compare_compute(_fn),
+        lowering=low.elementwise(_name, _COMPARE_LOWERING[_name]),
         doc=f"Elementwise ``{_fn.__name__}`` with broadcasting; a bool tensor."))
 
 
@@ -124,6 +134,28 @@ register_op(OpDef(
     compute=lambda args, attrs: np.logical_not(args[0]),
     doc="Elementwise negation of a bool tensor."))
 
+
+def _where_relation(types: Sequence[Type], attrs: Attrs) -> Type:
+    op = "where"
+    cond, x, y = (rel.expect_tensor(op, t, what) for t, what in
+                  zip(types, ("condition", "x", "y"), strict=True))
+    rel.expect_dtype_kind(op, cond, "b", "condition")
+    dtype = rel.same_dtype(op, [x, y])
+    shape = rel.broadcast_shapes(rel.broadcast_shapes(cond.shape, x.shape, op), y.shape, op)
+    return TensorType(shape, dtype)
+
+
+def _where(args: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    cond, x, y = (np.asarray(a) for a in args)
+    return np.asarray(np.where(cond, x, y)).astype(x.dtype, copy=False)
+
+
+register_op(OpDef(
+    name="where", num_inputs=3, attrs_schema={}, type_relation=_where_relation,
+    pattern=OpPattern.BROADCAST, compute=_where,
+    doc="``x`` where the bool ``condition`` holds, else ``y``; the three broadcast together "
+        "(x and y have one dtype)."))
+
 # --------------------------------------------------------------------- unary elementwise
 
 _erf_scalar = np.frompyfunc(math.erf, 1, 1)
@@ -151,7 +183,10 @@ _UNARY: dict[str, tuple[Callable, str, bool]] = {
     "floor": (np.floor, "Round down", True),
     "ceil": (np.ceil, "Round up", True),
 }
-_UNARY_LOWERING = {"sigmoid": low.unary("sigmoid"), "tanh": low.unary("tanh")}
+_UNARY_LOWERING = {"sigmoid": low.unary("sigmoid"), "tanh": low.unary("tanh"),
+                   **{name: low.math(name) for name in ("exp", "log", "sqrt", "rsqrt", "erf",
+                                                        "abs", "floor", "ceil")},
+                   "negative": low.elementwise("negative", lambda te, x: -x)}
 
 
 def _unary_relation(op_name: str, float_only: bool) -> Callable:
@@ -209,7 +244,7 @@ def _cast_relation(types: Sequence[Type], attrs: Attrs) -> Type:
 register_op(OpDef(
     name="cast", num_inputs=1, attrs_schema={"dtype": (str, "")},
     type_relation=_cast_relation, pattern=OpPattern.ELEMWISE,
-    compute=lambda args, attrs: np.asarray(args[0]).astype(attrs.dtype),
+    compute=lambda args, attrs: np.asarray(args[0]).astype(attrs.dtype), lowering=low.cast,
     doc="Convert to ``dtype`` elementwise."))
 
 # ---------------------------------------------------------------------------- reductions
@@ -238,7 +273,7 @@ def _mean(x: np.ndarray, axes: tuple[int, ...], keepdims: bool) -> np.ndarray:
 _REDUCTIONS: dict[str, tuple[Callable, str, Callable | None]] = {
     "sum": (lambda x, a, k: np.sum(x, axis=a, keepdims=k, dtype=x.dtype), "Sum",
             low.reduction("sum")),
-    "mean": (_mean, "Mean", None),
+    "mean": (_mean, "Mean", low.mean),
     "max": (lambda x, a, k: np.max(x, axis=a, keepdims=k), "Maximum", low.reduction("max")),
     "min": (lambda x, a, k: np.min(x, axis=a, keepdims=k), "Minimum", None),
     "prod": (lambda x, a, k: np.prod(x, axis=a, keepdims=k, dtype=x.dtype), "Product", None),

@@ -218,6 +218,7 @@ register_op(OpDef(
     type_relation=_squeeze_relation, pattern=OpPattern.INJECTIVE,
     compute=lambda args, attrs: np.squeeze(args[0], _squeeze_axes(
         _tt(np.asarray(args[0])), attrs.axis)),
+    lowering=low.reshape,
     doc="Drop axes of size 1 (``axis`` None: every static 1)."))
 
 
@@ -243,6 +244,7 @@ register_op(OpDef(
     type_relation=_expand_dims_relation, pattern=OpPattern.BROADCAST,
     compute=lambda args, attrs: np.reshape(args[0], _expand_dims_shape(
         _tt(np.asarray(args[0])), attrs)),
+    lowering=low.reshape,
     doc="Insert ``num_newaxis`` axes of size 1 at ``axis``."))
 
 # ---------------------------------------------------------------------------- concatenate
@@ -345,7 +347,7 @@ register_op(OpDef(
 _BIG = 2 ** 31 - 1
 
 
-def _slice_plan(t: TensorType, attrs: Attrs) -> dict[int, tuple[int, int | None, int]]:
+def slice_plan(t: TensorType, attrs: Attrs) -> dict[int, tuple[int, int | None, int]]:
     """axis -> (begin, end or None for 'to the end', stride) from Relay's attributes."""
     op = "strided_slice"
     if attrs.begin is None:
@@ -386,7 +388,7 @@ def _slice_plan(t: TensorType, attrs: Attrs) -> dict[int, tuple[int, int | None,
 def _slice_relation(types: Sequence[Type], attrs: Attrs) -> Type:
     t = rel.expect_tensor("strided_slice", types[0])
     shape = list(t.shape)
-    for a, (b, e, s) in _slice_plan(t, attrs).items():
+    for a, (b, e, s) in slice_plan(t, attrs).items():
         d = shape[a]
         if isinstance(d, int):
             shape[a] = len(range(d)[slice(b, e, s)])
@@ -398,7 +400,7 @@ def _slice_relation(types: Sequence[Type], attrs: Attrs) -> Type:
 def _strided_slice(args: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     x = np.asarray(args[0])
     index = [slice(None)] * x.ndim
-    for a, (b, e, s) in _slice_plan(_tt(x), attrs).items():
+    for a, (b, e, s) in slice_plan(_tt(x), attrs).items():
         index[a] = slice(b, e, s)
     return np.ascontiguousarray(x[tuple(index)])
 
@@ -408,6 +410,7 @@ register_op(OpDef(
     attrs_schema={"begin": (tuple, None), "end": (tuple, None), "strides": (tuple, None),
                   "axes": (tuple, None), "slice_mode": (str, "end")},
     type_relation=_slice_relation, pattern=OpPattern.INJECTIVE, compute=_strided_slice,
+    lowering=low.strided_slice,
     doc="``x[begin:end:strides]`` on ``axes`` (None: the first len(begin) axes), Python "
         "slice semantics; ``slice_mode='size'`` reads ``end`` as sizes (-1: to the end)."))
 
@@ -460,6 +463,7 @@ register_op(OpDef(
     name="take", num_inputs=2,
     attrs_schema={"batch_dims": (int, 0), "axis": (int, None), "mode": (str, "clip")},
     type_relation=_take_relation, pattern=OpPattern.INJECTIVE, compute=_take,
+    lowering=low.take,
     doc="Gather ``data`` at integer ``indices`` along ``axis`` (None: of the flattened "
         "data); out-of-range indices are clipped (``mode='clip'``) or wrapped ('wrap')."))
 

@@ -4,10 +4,22 @@
   ``function_pass`` decorators and the meaning check used in tests.
 - ``infer_type`` (a module) / ``infer_expr`` (one expression): type inference, built on the
   unifier and relation solver of ``type_solver``; ``InferType()`` is it as a pass.
-- ``anf``: conversions between graph normal form and A-normal form.
+- ``anf``: conversions between graph normal form and A-normal form; ``normal_form``:
+  ``ToANormalForm()`` / ``ToGraphNormalForm()``, them as passes.
+- Optimisations, one module each, each a factory returning its Pass (names and opt
+  levels as TVM's): ``FoldConstant()`` (2), ``DeadCodeElimination()`` (1),
+  ``EliminateCommonSubexpr()`` (3), ``SimplifyInference()`` (0), ``FoldScaleAxis()`` (3),
+  ``CombineParallelConv2D()`` (4), ``ConvertLayout()`` (3); ``_util`` holds what they share.
 """
 
+from .combine_parallel_conv2d import CombineParallelConv2D
+from .convert_layout import ConvertLayout
+from .dead_code import DeadCodeElimination
+from .eliminate_common_subexpr import EliminateCommonSubexpr
+from .fold_constant import FoldConstant
+from .fold_scale_axis import FoldScaleAxis
 from .infer_type import infer_expr, infer_type
+from .normal_form import ToANormalForm, ToGraphNormalForm
 from .pass_infra import (
     FunctionPass,
     ModulePass,
@@ -18,6 +30,7 @@ from .pass_infra import (
     function_pass,
     module_pass,
 )
+from .simplify_inference import SimplifyInference
 
 
 def InferType() -> Pass:
@@ -25,6 +38,8 @@ def InferType() -> Pass:
     return ModulePass(lambda module, ctx: infer_type(module), "InferType", 0)
 
 
-__all__ = ["FunctionPass", "InferType", "ModulePass", "Pass", "PassContext",
-           "PassMeaningError", "Sequential", "function_pass", "infer_expr", "infer_type",
-           "module_pass"]
+__all__ = ["CombineParallelConv2D", "ConvertLayout", "DeadCodeElimination",
+           "EliminateCommonSubexpr", "FoldConstant", "FoldScaleAxis", "FunctionPass",
+           "InferType", "ModulePass", "Pass", "PassContext", "PassMeaningError", "Sequential",
+           "SimplifyInference", "ToANormalForm", "ToGraphNormalForm", "function_pass",
+           "infer_expr", "infer_type", "module_pass"]

@@ -76,6 +76,21 @@ def _naive_conv_nchw(x, w, strides, pads, dilation, groups):
     return out
 
 
+def _naive_conv_transpose_nchw(x, w, strides, pads, dilation, groups, output_padding):
+    """Each input pixel scattered through the (I, O/groups, R, S) kernel, then cropped."""
+    n, c, h, wd = x.shape
+    _, og, r, s = w.shape
+    (sh, sw), (dh, dw), (pt, pl, pb, pr), (oph, opw) = strides, dilation, pads, output_padding
+    full = np.zeros((n, og * groups, (h - 1) * sh + (r - 1) * dh + 1 + oph,
+                     (wd - 1) * sw + (s - 1) * dw + 1 + opw))
+    ic = c // groups
+    for b, ci, y, z, o, ry, rx in itertools.product(range(n), range(c), range(h), range(wd),
+                                                    range(og), range(r), range(s)):
+        full[b, (ci // ic) * og + o, y * sh + ry * dh, z * sw + rx * dw] += (
+            x[b, ci, y, z] * w[ci, o, ry, rx])
+    return full[:, :, pt:full.shape[2] - pb, pl:full.shape[3] - pr]
+
+
 def _naive_pool_nchw(x, kind, size, strides, pads, ceil_mode=False, include_pad=False):
     n, c, h, w = x.shape
     (r, s), (sh, sw), (pt, pl, pb, pr) = size, strides, pads
@@ -108,6 +123,7 @@ POS = positive(2, 3)
 X4 = rand(2, 3, 4, 5)
 I32 = rand(3, 4, dtype="int32")
 W_CONV = rand(6, 1, 3, 3)
+W_CONV_T = rand(4, 3, 3, 2)
 BN_PARAMS = [rand(3), rand(3), rand(3), positive(3)]
 
 # (op, inputs, attrs, reference output(s), tolerance)
@@ -215,6 +231,15 @@ EXTRA_CASES = [
      ((X4 - BN_PARAMS[2][:, None, None]) / np.sqrt(BN_PARAMS[3][:, None, None] + 1e-3)
       * BN_PARAMS[0][:, None, None] + BN_PARAMS[1][:, None, None], BN_PARAMS[2], BN_PARAMS[3])),
     ("nn.layer_norm", [X4, rand(5), rand(5)], {}, None),
+    # added for the ONNX importer
+    ("where", [A34 > 0, A34, B14], {}, np.where(A34 > 0, A34, B14)),
+    ("where", [np.array(True), I32, I32[:1]], {}, I32),
+    ("nn.leaky_relu", [A34], {"alpha": 0.2}, np.where(A34 > 0, A34, 0.2 * A34)),
+    ("nn.conv2d_transpose", [X4[:, :, :, :4].reshape(2, 4, 4, 3), W_CONV_T],
+     {"strides": (2, 3), "padding": (1, 0, 2, 1), "output_padding": (1, 2), "dilation": (2, 1),
+      "groups": 2},
+     _naive_conv_transpose_nchw(X4[:, :, :, :4].reshape(2, 4, 4, 3), W_CONV_T, (2, 3),
+                                (1, 0, 2, 1), (2, 1), 2, (1, 2))),
 ]
 
 

@@ -34,7 +34,9 @@ def test_built_model_equals_the_interpreter(make):
     x = _input(module)
     np.testing.assert_allclose(model(x), ir.evaluate(module, x), rtol=1e-4, atol=1e-5)
     np.testing.assert_allclose(model(x=x), ir.evaluate(module, x), rtol=1e-4, atol=1e-5)
-    assert model.memory.bytes_planned < model.memory.bytes_unshared
+    assert model.memory.bytes_planned <= model.memory.bytes_unshared
+    if make is not resnet_basic_block:  # (that one folds into two kernels: nothing to share)
+        assert model.memory.bytes_planned < model.memory.bytes_unshared
 
 
 def test_tasks_share_keys_and_count_occurrences():

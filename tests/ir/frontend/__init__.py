@@ -1,0 +1,1 @@
+"""Tests of the ONNX importer (ir.frontend)."""
