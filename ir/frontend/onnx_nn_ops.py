@@ -1,6 +1,7 @@
-"""Converters of ONNX neural-network operators to IR calls: Conv, Gemm, MatMul, pooling,
-BatchNormalization, LayerNormalization, Softmax / LogSoftmax, and the activations
-(LeakyRelu, PRelu, Gelu, HardSigmoid, HardSwish, Elu, Selu, Softplus).
+"""Converters of ONNX neural-network operators to IR calls: Conv, ConvTranspose, Gemm,
+MatMul, pooling, BatchNormalization, InstanceNormalization, LayerNormalization, Softmax /
+LogSoftmax, and the activations (LeakyRelu, PRelu, Gelu, HardSigmoid, HardSwish, Elu, Selu,
+Softplus).
 
 Convolution and pooling take NCHW data (1-d ones run as 2-d with a height of 1); ONNX pads
 ``[begin..., end...]`` become the IR's ``(top, left, bottom, right)``, and ``auto_pad``

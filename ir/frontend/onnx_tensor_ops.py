@@ -1,7 +1,8 @@
-"""Converters of ONNX tensor operators to IR calls: elementwise arithmetic, math and
-comparisons, ``Where``, ``Clip``, ``Cast``, reductions, and the shape operators (Reshape,
-Flatten, Transpose, Squeeze/Unsqueeze, Concat, Split, Slice, Gather, Expand, Pad), plus the
-operators that only make constants (Constant, ConstantOfShape, Shape, Size, Range).
+"""Converters of ONNX tensor operators to IR calls: elementwise arithmetic, math, logic and
+comparisons, ``Where``, ``Clip``, ``Cast``, reductions, the shape operators (Reshape, Flatten,
+Transpose, Squeeze/Unsqueeze, Concat, Split, Slice, Gather, Expand, Tile, Pad), Identity and
+Dropout (inference: the identity), and the operators that only make constants (Constant,
+ConstantOfShape, Shape, Size, Range).
 
 Where ONNX moved an attribute to an input over the opsets (Squeeze's ``axes``, Split's
 ``split``, Clip's ``min``/``max``, the reductions' ``axes``, Pad's ``pads``), both forms are
@@ -25,7 +26,7 @@ _BINARY = {"Add": "add", "Sub": "subtract", "Mul": "multiply", "Div": "divide",
            "And": "logical_and", "Or": "logical_or", "Xor": "logical_xor"}
 
 
-def legacy_broadcast(ctx: NodeContext, a: Value, b: Value) -> Value:
+def _legacy_broadcast(ctx: NodeContext, a: Value, b: Value) -> Value:
     """``b`` aligned to ``a`` as opsets < 7 say: with ``broadcast=1`` and an ``axis``, b's
     dimensions match a's from that axis on (numpy aligns them at the end)."""
     if ctx.opset >= 7:
@@ -46,7 +47,7 @@ def _binary(ctx: NodeContext) -> Value:
     a, b = ctx.input(0), ctx.input(1)
     if a.dtype != b.dtype:
         raise ctx.fail(f"inputs have different dtypes {a.dtype} and {b.dtype}")
-    return ctx.call(_BINARY[ctx.op_type], a, legacy_broadcast(ctx, a, b))
+    return ctx.call(_BINARY[ctx.op_type], a, _legacy_broadcast(ctx, a, b))
 
 
 @converter("Pow")
@@ -477,8 +478,8 @@ def _tile(ctx: NodeContext) -> Value:
 def _pad(ctx: NodeContext) -> Value:
     x = ctx.input(0)
     mode = ctx.attr("mode", "constant")
-    if mode not in ("constant", "edge", "reflect"):
-        raise ctx.unsupported("mode", mode, "constant, edge and reflect are")
+    if mode not in ("constant", "edge", "reflect", "wrap"):
+        raise ctx.unsupported("mode", mode, "constant, edge, reflect and wrap are")
     if ctx.opset < 11:
         pads, value = ctx.attr("pads"), float(ctx.attr("value", 0.0))
         axes = None
@@ -492,12 +493,40 @@ def _pad(ctx: NodeContext) -> Value:
     axes = list(range(x.ndim)) if axes is None else [a + x.ndim if a < 0 else a for a in axes]
     if len(pads) != 2 * len(axes):
         raise ctx.fail(f"pads {pads} must hold 2 x {len(axes)} values")
-    if any(p < 0 for p in pads):
-        raise ctx.fail(f"negative pads {pads} (cropping) are not supported")
     widths = [[0, 0] for _ in range(x.ndim)]
     for k, a in enumerate(axes):
         widths[a] = [int(pads[k]), int(pads[k + len(axes)])]
+    if any(p < 0 for w in widths for p in w):  # negative pads crop
+        x = ctx.call("strided_slice", x, begin=[max(0, -b) for b, _ in widths],
+                     end=[e if e < 0 else _SLICE_END for _, e in widths])
+        widths = [[max(0, b), max(0, e)] for b, e in widths]
+    if not any(b or e for b, e in widths):
+        return x
+    if mode == "wrap":
+        return _wrap_pad(ctx, x, widths)
     return ctx.call("nn.pad", x, pad_width=widths, pad_value=value, pad_mode=mode)
+
+
+_SLICE_END = 2 ** 31 - 1  # "to the end" for strided_slice
+
+
+def _wrap_pad(ctx: NodeContext, x: Value, widths: list[list[int]]) -> Value:
+    """Pad each axis with the values from its other end (numpy's 'wrap')."""
+    for axis, (before, after) in enumerate(widths):
+        if not (before or after):
+            continue
+        size = x.shape[axis]
+        if not isinstance(size, int) or max(before, after) > size:
+            raise ctx.fail(f"wrap padding {(before, after)} of axis {axis} needs a static "
+                           f"size of at least that much, got {size}")
+        parts = [x]
+        if before:
+            parts.insert(0, ctx.call("strided_slice", x, begin=[size - before], end=[size],
+                                     axes=[axis]))
+        if after:
+            parts.append(ctx.call("strided_slice", x, begin=[0], end=[after], axes=[axis]))
+        x = ctx.call("concatenate", ctx.tuple(parts), axis=axis)
+    return x
 
 
 @converter("Dropout")
