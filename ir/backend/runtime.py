@@ -165,7 +165,11 @@ def save_artifact(path: str | os.PathLike, graph: dict[str, Any],
 def load(path: str | os.PathLike) -> GraphRuntime:
     """Load an exported model (see ``save_artifact``). The kernel library is extracted to
     a private temporary directory (a shared library must be a file to be loaded)."""
-    with zipfile.ZipFile(path) as z:
+    try:
+        archive = zipfile.ZipFile(path)
+    except zipfile.BadZipFile:
+        raise ValueError(f"{path} is not a model artefact (not a zip file)") from None
+    with archive as z:
         names = set(z.namelist())
         missing = [n for n in ARTIFACT_FILES if n not in names]
         if missing:

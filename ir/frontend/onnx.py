@@ -42,6 +42,7 @@ from .onnx_context import (
     OnnxImportError,
     Value,
     const_value,
+    foldable_size,
     node_label,
     onnx_dtype,
     onnx_dtype_name,
@@ -243,7 +244,8 @@ class _Importer:
             value = results[i] if i < len(results) else None
             if value is None:
                 raise ctx.fail(f"output {i} ({name!r}) is not supported")
-            if foldable and value.const is None and isinstance(value.type, TensorType):
+            if (foldable and value.const is None and isinstance(value.type, TensorType)
+                    and foldable_size(value.type)):
                 value = self._fold(ctx, value)
             self.values[name] = value
 

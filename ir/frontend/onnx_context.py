@@ -27,6 +27,21 @@ from ..op import make_call
 from ..op_registry import get_op_def
 from ..types import Dim, TensorType, TupleType, Type, format_shape
 
+#: The most elements a value computed at import time may have (256 MiB of float32): a
+#: larger result stays an operator call, so a model cannot make the importer allocate
+#: without bound (a ConstantOfShape of a huge shape is refused).
+MAX_FOLDED_ELEMENTS = 1 << 26
+
+
+def foldable_size(t: TensorType) -> bool:
+    """Whether a value of type ``t`` is small enough to be computed at import time."""
+    size = 1
+    for d in t.shape:
+        if not isinstance(d, int):
+            return False
+        size *= d
+    return size <= MAX_FOLDED_ELEMENTS
+
 
 class OnnxImportError(ValueError):
     """The model cannot be imported: an unsupported operator, attribute or dtype, or a
@@ -279,7 +294,8 @@ class NodeContext:
             out_type = opdef.infer_type([a.type for a in args], call.attrs)
         except (IRTypeError, TypeError, ValueError) as exc:
             raise self.fail(f"{exc}") from exc
-        if isinstance(out_type, TensorType) and all(a.const is not None for a in args):
+        if (isinstance(out_type, TensorType) and all(a.const is not None for a in args)
+                and foldable_size(out_type)):
             # known inputs: compute it now (weights transformed, shape arithmetic)
             try:
                 out = opdef.compute([a.const for a in args], call.attrs)

@@ -16,7 +16,16 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .onnx_context import NodeContext, Value, converter, onnx_dtype, onnx_dtype_name
+from ..types import TensorType
+from .onnx_context import (
+    MAX_FOLDED_ELEMENTS,
+    NodeContext,
+    Value,
+    converter,
+    foldable_size,
+    onnx_dtype,
+    onnx_dtype_name,
+)
 
 # ------------------------------------------------------------------ elementwise, binary
 
@@ -240,6 +249,8 @@ def _constant_of_shape(ctx: NodeContext) -> Value:
     fill = np.zeros((), "float32") if value is None else np.asarray(value).reshape(-1)[:1]
     if any(d < 0 for d in shape or ()):
         raise ctx.fail(f"shape {shape} has a negative dimension")
+    if not foldable_size(TensorType(tuple(shape or ()), str(fill.dtype))):
+        raise ctx.fail(f"shape {shape} has more than {MAX_FOLDED_ELEMENTS} elements")
     return ctx.const(np.full(shape or (), fill.reshape(()), dtype=fill.dtype))
 
 

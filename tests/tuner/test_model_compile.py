@@ -85,6 +85,8 @@ def test_bad_model_and_bad_inputs_are_clear_errors(tmp_path):
     broken.write_bytes(b"\x08\x07garbage")
     result = cli("compile", str(broken), "-o", str(tmp_path / "x.tt"), check=False)
     assert result.returncode != 0 and "Traceback" not in result.stderr
+    result = cli("tasks", str(tmp_path / "missing.onnx"), check=False)
+    assert result.returncode != 0 and "no model file" in result.stderr
     model = small_cnn(tmp_path / "cnn.onnx")
     cli("compile", model, "--db", f"sqlite:///{tmp_path / 'db.db'}", "-o",
         str(tmp_path / "m.tt"))

@@ -134,3 +134,24 @@ def test_exported_model_runs_with_numpy_alone(tmp_path):
                    env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(tmp_path)})
     np.testing.assert_allclose(np.load(tmp_path / "y.npy"), ir.evaluate(module, x), rtol=1e-4,
                                atol=1e-5)
+
+
+def test_loading_something_that_is_not_an_artefact_is_a_clear_error(tmp_path):
+    garbage = tmp_path / "garbage.tt"
+    garbage.write_bytes(b"not a zip at all")
+    with pytest.raises(ValueError, match="not a model artefact"):
+        ir.runtime.load(garbage)
+    other = tmp_path / "other.tt"
+    with zipfile.ZipFile(other, "w") as z:
+        z.writestr("graph.json", "{}")
+    with pytest.raises(ValueError, match="not a model artefact"):
+        ir.runtime.load(other)
+    result = subprocess.run([sys.executable, "-m", "tuner", "run", str(garbage), "--inputs",
+                             str(garbage)], capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0 and "cannot load" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_build_refuses_what_is_not_a_module():
+    with pytest.raises(TypeError, match="takes a Module"):
+        build(ir.var("x", shape=(2,)))

@@ -77,3 +77,10 @@ def test_control_flow_scopes_fuse_on_their_own():
     module = ir.infer_type(ir.Module({"main": ir.Function([x], body)}))
     found = groups(module)
     assert ["add", "exp"] in found and ["nn.relu", "negative"] in found
+
+
+def test_a_tuple_fuses_into_its_concatenate():
+    a, b = ir.var("a", shape=(2, 3)), ir.var("b", shape=(2, 3))
+    y = ir.op.nn.relu(ir.op.concatenate(ir.Tuple([ir.op.exp(a), ir.op.nn.relu(b)]), axis=1))
+    module = ir.infer_type(ir.Module({"main": ir.Function([a, b], y)}))
+    assert ["concatenate", "nn.relu"] in groups(module)

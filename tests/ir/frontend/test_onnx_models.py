@@ -331,3 +331,19 @@ def test_older_opset_forms_match_onnxruntime(case: str, tmp_path: Path) -> None:
     for o, e in zip(out, expected, strict=True):
         assert o.shape == e.shape and o.dtype == e.dtype
         np.testing.assert_allclose(o, e, rtol=RTOL, atol=ATOL)
+
+
+def test_import_time_folding_is_bounded() -> None:
+    """A model cannot make the importer allocate without bound: a huge ConstantOfShape is
+    refused, and a huge Expand of a known value stays an operator call."""
+    big = onnx.numpy_helper.from_array(np.array([1 << 20, 1 << 20], "int64"), "shape")
+    node = helper.make_node("ConstantOfShape", ["shape"], ["y"], name="fill")
+    model = _model([node], [], [_info("y", [1 << 20, 1 << 20])], [big])
+    with pytest.raises(OnnxImportError, match="more than .* elements"):
+        from_onnx(model)
+    one = onnx.numpy_helper.from_array(np.ones(1, "float32"), "one")
+    expand = helper.make_node("Expand", ["one", "shape"], ["z"], name="expand")
+    add = helper.make_node("Add", ["z", "x"], ["w"], name="add")
+    model = _model([expand, add], [_info("x", [1])], [_info("w", [1 << 20, 1 << 20])],
+                   [one, big])
+    assert "broadcast_to" in _ops(from_onnx(model))
