@@ -82,6 +82,34 @@ def _post_order_dataflow(root: Expr, done: dict, handle) -> None:
                      if type(c) in _DATAFLOW and id(c) not in done)
 
 
+def dataflow_inputs(e: Expr) -> tuple[Expr, ...]:
+    """The operands of a dataflow node: a call's arguments, a tuple's fields, a
+    projection's tuple (nothing for any other expression)."""
+    if type(e) is Call:
+        return e.args
+    if type(e) is Tuple:
+        return e.fields
+    if type(e) is TupleGetItem:
+        return (e.tuple_value,)
+    return ()
+
+
+def dataflow_post_order(root: Expr) -> list[Expr]:
+    """The dataflow nodes (calls, tuples, projections) reachable from ``root`` through
+    dataflow operands, each once and after its operands; iterative. Other expressions
+    (variables, constants, functions, ``let``/``if``/``match``...) are not listed."""
+    order: list[Expr] = []
+    done: dict[int, Expr] = {}
+
+    def handle(e: Expr) -> None:
+        done[id(e)] = e
+        order.append(e)
+
+    if type(root) in _DATAFLOW:
+        _post_order_dataflow(root, done, handle)
+    return order
+
+
 class ExprVisitor:
     """A read-only walk; every node once. Handlers return nothing."""
 

@@ -98,7 +98,8 @@ def flatten_value(value: Any) -> list[np.ndarray]:
     return out
 
 
-def _load_inputs(path: str | None) -> dict[str, np.ndarray]:
+def load_npz(path: str | None) -> dict[str, np.ndarray]:
+    """The arrays of an ``.npz`` file by name (loaded without pickle); {} for None."""
     if path is None:
         return {}
     try:
@@ -108,13 +109,23 @@ def _load_inputs(path: str | None) -> dict[str, np.ndarray]:
         raise CLIError(f"cannot read inputs from {path}: {exc}") from exc
 
 
+def save_npz(path: str | None, arrays: dict[str, np.ndarray]) -> None:
+    """Save ``arrays`` by name to ``path`` (nothing for None)."""
+    if path is None:
+        return
+    try:
+        np.savez(path, **arrays)
+    except OSError as exc:
+        raise CLIError(f"cannot write {path}: {exc}") from exc
+
+
 def _cmd_run(args: argparse.Namespace) -> int:
     ir = _ir()
     mod = _parse_and_check(args.file, check=not args.no_check)
     if "main" not in mod:
         raise CLIError(f"{args.file}: the program has no @main function")
     params = [p.name_hint for p in mod["main"].params]
-    inputs = _load_inputs(args.inputs)
+    inputs = load_npz(args.inputs)
     missing = [p for p in params if p not in inputs]
     unknown = [k for k in inputs if k not in params]
     if missing or unknown:
@@ -132,11 +143,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     single = isinstance(result, np.ndarray | np.generic)
     names = ["out"] if single else [f"out_{i}" for i in range(len(tensors))]
     arrays = dict(zip(names, tensors, strict=True))
-    if args.output:
-        try:
-            np.savez(args.output, **arrays)
-        except OSError as exc:
-            raise CLIError(f"cannot write {args.output}: {exc}") from exc
+    save_npz(args.output, arrays)
     summary = {name: {"shape": list(a.shape), "dtype": str(a.dtype)} for name, a in
                arrays.items()}
     if args.json:

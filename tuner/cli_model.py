@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from .cli_common import CLIError, _print_json, subcommand
-from .cli_ir import flatten_value
+from .cli_ir import flatten_value, load_npz, save_npz
 
 
 def _target(args: argparse.Namespace) -> Any:
@@ -61,7 +61,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
     try:
         model = compile(args.model, _target(args), args.db, strict=args.strict)
         path = model.export(args.output)
-    except (CompileError, ValueError, OSError) as exc:
+    except (CompileError, ValueError, OSError, MemoryError) as exc:
         raise _compile_error(exc) from None
     tasks = [{"name": t.name, "key": t.key, "count": t.count, "flops": t.flops,
               "tuned": t.tuned, "note": t.note} for t in model.tasks]
@@ -91,11 +91,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
         model = runtime.load(args.artefact)
     except (OSError, ValueError, KeyError) as exc:
         raise CLIError(f"cannot load {args.artefact}: {exc}") from None
-    try:
-        with np.load(args.inputs, allow_pickle=False) as data:
-            inputs = {name: data[name] for name in data.files}
-    except (OSError, ValueError) as exc:
-        raise CLIError(f"cannot read inputs from {args.inputs}: {exc}") from None
+    inputs = load_npz(args.inputs)
     try:
         result = model(**inputs)
     except (TypeError, ValueError) as exc:
@@ -110,11 +106,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     if len(names) != len(tensors):
         names = [f"out_{i}" for i in range(len(tensors))]
     arrays = dict(zip(names, tensors, strict=True))
-    if args.output:
-        try:
-            np.savez(args.output, **arrays)
-        except OSError as exc:
-            raise CLIError(f"cannot write {args.output}: {exc}") from None
+    save_npz(args.output, arrays)
     latency = float(np.median(times)) if times else None
     if args.json:
         _print_json({"artefact": args.artefact, "executor": "graph", "latency_s": latency,

@@ -19,10 +19,20 @@ from typing import Any
 
 import numpy as np
 
-from ..expr import Call, Expr, Function, Tuple, TupleGetItem
+from ..expr import Call, Function
 from ..module import Module
-from ..transform import InferType, PassContext, Sequential
+from ..transform import (
+    DeadCodeElimination,
+    EliminateCommonSubexpr,
+    FoldConstant,
+    FoldScaleAxis,
+    InferType,
+    PassContext,
+    Sequential,
+    SimplifyInference,
+)
 from ..transform.fuse_ops import FuseOps
+from ..visitor import ExprVisitor
 from .graph_executor import GraphBuildError, plan_graph, plan_memory
 from .lower import LoweredFunction, lower_primitive, operator_names
 from .runtime import GRAPH_VERSION, GraphRuntime, save_artifact
@@ -34,14 +44,8 @@ Schedules = Mapping[str, Any] | Callable[[Any], Any] | None
 
 def optimize(module: Module, opt_level: int = 3) -> Module:
     """The optimisation and fusion pipeline shared by task extraction and build."""
-    from .. import transform as t
-
-    passes = [InferType()]
-    for name in ("SimplifyInference", "FoldConstant", "FoldScaleAxis", "FoldConstant",
-                 "EliminateCommonSubexpr", "DeadCodeElimination"):
-        factory = getattr(t, name, None)
-        if factory is not None:
-            passes.append(factory())
+    passes = [InferType(), SimplifyInference(), FoldConstant(), FoldScaleAxis(), FoldConstant(),
+              EliminateCommonSubexpr(), DeadCodeElimination()]
     passes += [FuseOps(), InferType()]
     with PassContext(opt_level=opt_level):
         return Sequential(passes, "Optimize")(module)
@@ -58,50 +62,26 @@ class Task:
     ops: list[str]
 
 
+class _PrimitiveCalls(ExprVisitor):
+    """Collects the calls of ``Primitive`` functions, in evaluation order."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.found: list[Function] = []
+
+    def visit_call(self, e: Call) -> None:
+        super().visit_call(e)
+        if isinstance(e.op, Function) and e.op.attrs.get("Primitive"):
+            self.found.append(e.op)
+
+
 def _primitive_calls(module: Module) -> list[Function]:
     """The primitive functions called in the module's functions, in order, with repeats."""
-    found: list[Function] = []
+    collector = _PrimitiveCalls()
     for func in module.functions.values():
-        if func.attrs.get("Primitive"):
-            continue
-        stack: list[Expr] = [func.body]
-        seen: set[int] = set()
-        order: list[Function] = []
-        while stack:
-            e = stack.pop()
-            if id(e) in seen:
-                continue
-            seen.add(id(e))
-            if isinstance(e, Call) and isinstance(e.op, Function) and e.op.attrs.get(
-                    "Primitive"):
-                order.append(e.op)
-            stack.extend(_subexpressions(e))
-        found.extend(reversed(order))
-    return found
-
-
-def _subexpressions(e: Expr) -> list[Expr]:
-    from ..expr import If, Let, Match, RefCreate, RefRead, RefWrite
-
-    if isinstance(e, Call):
-        return [*e.args, *([e.op] if not isinstance(e.op, Function) else [])]
-    if isinstance(e, Tuple):
-        return list(e.fields)
-    if isinstance(e, TupleGetItem):
-        return [e.tuple_value]
-    if isinstance(e, Let):
-        return [e.value, e.body]
-    if isinstance(e, If):
-        return [e.cond, e.true_branch, e.false_branch]
-    if isinstance(e, Match):
-        return [e.data, *(c.rhs for c in e.clauses)]
-    if isinstance(e, Function):
-        return [e.body]
-    if isinstance(e, RefCreate | RefRead):
-        return [e.value if isinstance(e, RefCreate) else e.ref]
-    if isinstance(e, RefWrite):
-        return [e.ref, e.value]
-    return []
+        if not func.attrs.get("Primitive"):
+            collector.visit(func.body)
+    return collector.found
 
 
 def extract_tasks(module: Module, target: Any = "cpu", opt_level: int = 3) -> list[Task]:
@@ -201,10 +181,8 @@ def build(module: Module, target: Any = "cpu", schedules: Schedules = None,
     sources: list[str] = []
     python_kernels: dict[int, Callable[..., Any]] = {}
     nodes: list[dict[str, Any]] = []
-    lowered_by_fn: dict[int, LoweredFunction] = {}
     for func, inputs, outs in plan.calls:
-        lowered = lowered_by_fn.get(id(func)) or lower_primitive(func)
-        lowered_by_fn[id(func)] = lowered
+        lowered = lower_primitive(func)
         if lowered.workload is None:
             index = len(python_kernels)
             python_kernels[index] = _numpy_kernel(func, inputs)

@@ -18,6 +18,7 @@ import numpy as np
 
 from ..expr import Call, Constant, Expr, Function, Tuple, TupleGetItem, Var
 from ..types import TensorType, Type
+from ..visitor import dataflow_post_order
 
 __all__ = ["GraphBuildError", "GraphPlan", "MemoryPlan", "plan_graph", "plan_memory"]
 
@@ -47,16 +48,6 @@ class GraphPlan:
         return len(self.entries) - 1
 
 
-def _children(e: Expr) -> list[Expr]:
-    if isinstance(e, Call):
-        return list(e.args)
-    if isinstance(e, Tuple):
-        return list(e.fields)
-    if isinstance(e, TupleGetItem):
-        return [e.tuple_value]
-    return []
-
-
 def _flatten(structure: Any) -> list[int]:
     if isinstance(structure, list):
         return [i for s in structure for i in _flatten(s)]
@@ -71,38 +62,37 @@ def plan_graph(main: Function) -> GraphPlan:
         values[id(p)] = plan.new_entry(p.checked_type, "input", index=i)
         plan.inputs.append(values[id(p)])
         plan.input_names.append(p.name_hint)
-    stack: list[tuple[Expr, bool]] = [(main.body, False)]
-    while stack:
-        e, ready = stack.pop()
-        if id(e) in values:
-            continue
-        children = _children(e)
-        if not ready and children:
-            stack.append((e, True))
-            stack.extend((c, False) for c in reversed(children) if id(c) not in values)
-            continue
-        if isinstance(e, Constant):
-            name = f"c{len(plan.params)}"
-            plan.params[name] = e.data
-            values[id(e)] = plan.new_entry(e.checked_type, "param", name=name)
-        elif isinstance(e, Tuple):
-            values[id(e)] = [values[id(f)] for f in e.fields]
+
+    def value(e: Expr) -> Any:
+        """An operand's entries (a constant gets its entry when first met)."""
+        if id(e) not in values:
+            if isinstance(e, Constant):
+                name = f"c{len(plan.params)}"
+                plan.params[name] = e.data
+                values[id(e)] = plan.new_entry(e.checked_type, "param", name=name)
+            elif isinstance(e, Var):
+                raise GraphBuildError(f"free variable %{e.name_hint} in @main")
+            else:
+                raise GraphBuildError(f"@main is not a static dataflow graph (it has "
+                                      f"{type(e).__name__}): run it on the VM instead")
+        return values[id(e)]
+
+    for e in dataflow_post_order(main.body):
+        if isinstance(e, Tuple):
+            values[id(e)] = [value(f) for f in e.fields]
         elif isinstance(e, TupleGetItem):
-            values[id(e)] = values[id(e.tuple_value)][e.index]
+            values[id(e)] = value(e.tuple_value)[e.index]
         elif isinstance(e, Call) and isinstance(e.op, Function) and e.op.attrs.get("Primitive"):
             t = e.checked_type
             out_types = list(t.fields) if not isinstance(t, TensorType) else [t]
+            inputs = [_flatten(value(a)) for a in e.args]
             outs = [plan.new_entry(ot, "temp") for ot in out_types]
-            plan.calls.append((e.op, [_flatten(values[id(a)]) for a in e.args], outs))
+            plan.calls.append((e.op, inputs, outs))
             values[id(e)] = outs[0] if isinstance(t, TensorType) else outs
-        elif isinstance(e, Var):
-            raise GraphBuildError(f"free variable %{e.name_hint} in @main")
         else:
-            what = type(e).__name__ if not isinstance(e, Call) else "a call of a non-fused " \
-                "function"
-            raise GraphBuildError(f"@main is not a static dataflow graph (it has {what}): "
-                                  "run it on the VM (ir.vm) instead")
-    result = values[id(main.body)]
+            raise GraphBuildError("@main is not a static dataflow graph (it has a call of a "
+                                  "non-fused function): run it on the VM instead")
+    result = value(main.body)
     flat = _flatten(result)
     plan.outputs = flat
     positions = iter(range(len(flat)))

@@ -21,6 +21,7 @@ from typing import Any
 from ..expr import Call, Expr, Function, Op, Tuple, TupleGetItem, Var
 from ..op.lowering import LoweringError
 from ..types import TensorType, TupleType, Type
+from ..visitor import dataflow_post_order
 
 __all__ = ["LoweredFunction", "lower_primitive", "operator_names", "workload_name"]
 
@@ -60,24 +61,8 @@ def workload_name(func: Function) -> str:
 
 def operator_names(func: Function) -> list[str]:
     """The operators called in a primitive function, in evaluation order."""
-    names: list[str] = []
-    seen: set[int] = set()
-    stack: list[tuple[Expr, bool]] = [(func.body, False)]
-    while stack:
-        e, ready = stack.pop()
-        if id(e) in seen:
-            continue
-        children = (list(e.args) if isinstance(e, Call) else list(e.fields)
-                    if isinstance(e, Tuple) else [e.tuple_value]
-                    if isinstance(e, TupleGetItem) else [])
-        if not ready:
-            stack.append((e, True))
-            stack.extend((c, False) for c in reversed(children) if id(c) not in seen)
-            continue
-        seen.add(id(e))
-        if isinstance(e, Call) and isinstance(e.op, Op):
-            names.append(e.op.name)
-    return names
+    return [e.op.name for e in dataflow_post_order(func.body)
+            if isinstance(e, Call) and isinstance(e.op, Op)]
 
 
 def lower_primitive(func: Function) -> LoweredFunction:
@@ -121,31 +106,25 @@ def lower_primitive(func: Function) -> LoweredFunction:
 
 
 def _lower_body(body: Expr, values: dict[int, Any]) -> Any:
-    """The tensor(s) of ``body`` over the parameters' placeholders, iteratively."""
-    stack: list[tuple[Expr, bool]] = [(body, False)]
-    while stack:
-        e, ready = stack.pop()
+    """The tensor(s) of ``body`` over the parameters' placeholders (``values``)."""
+    def value(e: Expr) -> Any:
         if id(e) in values:
-            continue
-        children = (list(e.args) if isinstance(e, Call) else list(e.fields)
-                    if isinstance(e, Tuple) else [e.tuple_value]
-                    if isinstance(e, TupleGetItem) else [])
-        if not ready and children:
-            stack.append((e, True))
-            stack.extend((c, False) for c in children if id(c) not in values)
-            continue
+            return values[id(e)]
+        if isinstance(e, Var):
+            raise LoweringError(f"free variable %{e.name_hint} in a primitive function")
+        raise LoweringError(f"{type(e).__name__} inside a primitive function")
+
+    for e in dataflow_post_order(body):
         if isinstance(e, Call) and isinstance(e.op, Op):
             opdef = e.op.opdef
             if opdef.lowering is None:
                 raise LoweringError(f"{opdef.name} has no lowering")
-            out = opdef.lowering([values[id(a)] for a in e.args], e.attrs, e.checked_type)
+            out = opdef.lowering([value(a) for a in e.args], e.attrs, e.checked_type)
             values[id(e)] = list(out) if isinstance(out, tuple) else out
         elif isinstance(e, Tuple):
-            values[id(e)] = [values[id(f)] for f in e.fields]
+            values[id(e)] = [value(f) for f in e.fields]
         elif isinstance(e, TupleGetItem):
-            values[id(e)] = values[id(e.tuple_value)][e.index]
-        elif isinstance(e, Var):
-            raise LoweringError(f"free variable %{e.name_hint} in a primitive function")
+            values[id(e)] = value(e.tuple_value)[e.index]
         else:
-            raise LoweringError(f"{type(e).__name__} inside a primitive function")
-    return values[id(body)]
+            raise LoweringError(f"a call of {type(e.op).__name__} inside a primitive function")
+    return value(body)

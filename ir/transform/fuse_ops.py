@@ -55,6 +55,7 @@ from ..expr import (
 from ..module import Module
 from ..op_registry import OpPattern
 from ..types import TensorType
+from ..visitor import dataflow_inputs
 from .anf import to_graph_normal_form
 from .infer_type import infer_type
 from .pass_infra import ModulePass, Pass, PassContext
@@ -72,16 +73,6 @@ class _Node:
         self.expr, self.index, self.pattern, self.is_op_call = expr, index, pattern, is_op_call
         self.consumers: list[tuple[_Node, OpPattern]] = []
         self.used_outside = False
-
-
-def _dataflow_children(e: Expr) -> list[Expr]:
-    if isinstance(e, Call):
-        return list(e.args)
-    if isinstance(e, Tuple):
-        return list(e.fields)
-    if isinstance(e, TupleGetItem):
-        return [e.tuple_value]
-    return []
 
 
 def _op_pattern(e: Expr) -> tuple[OpPattern, bool]:
@@ -104,7 +95,7 @@ class _Graph:
             e, state = stack.pop()
             if id(e) in self.index:
                 continue
-            children = _dataflow_children(e)
+            children = dataflow_inputs(e)
             if state == 0 and children:
                 stack.append((e, 1))
                 stack.extend((c, 0) for c in reversed(children) if id(c) not in self.index)
@@ -118,12 +109,15 @@ class _Graph:
         for node in self.nodes:
             e = node.expr
             out_shape = _shape(e)
-            for child in _dataflow_children(e):
-                edge = node.pattern
-                if node.is_op_call and edge == P.BROADCAST and _shape(child) == out_shape:
+            for child in dataflow_inputs(e):
+                if isinstance(e, Tuple):
+                    edge = P.TUPLE
+                elif not node.is_op_call:
+                    edge = P.OPAQUE
+                elif node.pattern == P.BROADCAST and _shape(child) == out_shape:
                     edge = P.ELEMWISE
-                if isinstance(e, Tuple) or not node.is_op_call:
-                    edge = P.OPAQUE if not isinstance(e, Tuple) else P.TUPLE
+                else:
+                    edge = node.pattern
                 self.index[id(child)].consumers.append((node, edge))
         self.index[id(root)].used_outside = True
 
@@ -299,12 +293,8 @@ class _Rewriter:
     def _fusible(self, node: _Node) -> bool:
         """Whether the node belongs in a primitive function (a call of an operator, or a
         tuple grouped with one)."""
-        group = self.groups[node.index]
-        if node.is_op_call:
-            return True
-        return isinstance(node.expr, Tuple) and any(
-            m.is_op_call for m in self.graph.nodes
-            if self.groups[m.index] is group and m is not node)
+        return node.is_op_call or (isinstance(node.expr, Tuple)
+                                   and self.groups[node.index].num_calls > 0)
 
     def rewrite(self, root: Expr) -> Expr:
         for node in self.graph.nodes:
@@ -365,7 +355,7 @@ class _Rewriter:
         for node in members:
             e = node.expr
             new_children = []
-            for child in _dataflow_children(e):
+            for child in dataflow_inputs(e):
                 if id(child) in inside:
                     new_children.append(body[id(child)])
                     continue
