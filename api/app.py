@@ -3,6 +3,7 @@ measurement pool, the job executor, the routers, the error handlers and the midd
 
 from __future__ import annotations
 
+import threading
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from typing import Any
@@ -29,7 +30,7 @@ from .events import EventHub
 from .executor import JobExecutor
 from .metrics import Metrics
 from .middleware import BodyLimit, RequestTimer
-from .routers import best, catalog, dashboard, health, jobs, records, tokens
+from .routers import best, catalog, dashboard, health, jobs, models, records, tokens
 from .settings import Settings, is_loopback
 from .state import ServiceState
 from .strict import validation_error
@@ -90,7 +91,8 @@ def create_app(settings: Settings | None = None) -> FastAPI:
     state = ServiceState(settings, database, hub, executor,
                          SubmissionGuard(settings.submit_rate_per_minute,
                                          settings.dedupe_window_s), metrics,
-                         TokenCache(database, settings.token_cache_s))
+                         TokenCache(database, settings.token_cache_s),
+                         threading.BoundedSemaphore(settings.max_model_imports))
 
     @asynccontextmanager
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
@@ -108,9 +110,11 @@ def create_app(settings: Settings | None = None) -> FastAPI:
                               "schedules.")
     app.state.service = state
     _install_error_handlers(app)
-    for module in (jobs, best, records, catalog, tokens, health, dashboard):
+    # models first: its upload route takes the multipart posts to /v1/jobs
+    for module in (models, jobs, best, records, catalog, tokens, health, dashboard):
         app.include_router(module.router)
     app.add_middleware(BodyLimit, limit=settings.max_body_bytes,
-                       import_limit=settings.max_import_bytes)
+                       import_limit=settings.max_import_bytes,
+                       model_limit=settings.max_model_bytes)
     app.add_middleware(RequestTimer, metrics=metrics)
     return app

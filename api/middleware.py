@@ -12,6 +12,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from .metrics import Metrics
 
 IMPORT_PATH = "/v1/records/import"
+JOBS_PATH = "/v1/jobs"  # a multipart post there uploads a model
 
 
 async def _reply(send: Send, status: int, detail: str) -> None:
@@ -23,21 +24,31 @@ async def _reply(send: Send, status: int, detail: str) -> None:
 
 
 class BodyLimit:
-    """Reject bodies over ``limit`` bytes (``import_limit`` for record imports) with 413.
+    """Reject bodies over ``limit`` bytes (``import_limit`` for record imports,
+    ``model_limit`` for model uploads) with 413.
     The body is read here, up to the limit, and handed on whole."""
 
-    def __init__(self, app: ASGIApp, limit: int, import_limit: int) -> None:
+    def __init__(self, app: ASGIApp, limit: int, import_limit: int, model_limit: int) -> None:
         self.app = app
         self.limit = limit
         self.import_limit = import_limit
+        self.model_limit = model_limit
+
+    def _limit(self, scope: Scope, headers: dict[bytes, bytes]) -> int:
+        if scope["path"] == IMPORT_PATH:
+            return self.import_limit
+        if scope["path"] == JOBS_PATH and headers.get(b"content-type", b"").lower() \
+                .startswith(b"multipart/form-data"):
+            return self.model_limit
+        return self.limit
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
             await self.app(scope, receive, send)
             return
-        limit = self.import_limit if scope["path"] == IMPORT_PATH else self.limit
-        too_big = f"request body over the limit of {limit} bytes"
         headers = dict(scope.get("headers", ()))
+        limit = self._limit(scope, headers)
+        too_big = f"request body over the limit of {limit} bytes"
         try:
             declared = int(headers.get(b"content-length", b"0"))
         except ValueError:

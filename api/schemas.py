@@ -13,19 +13,12 @@ class ErrorBody(BaseModel):
     detail: Any = Field(description="what was wrong, in words (or a list of field errors)")
 
 
-class JobRequest(BaseModel):
-    """A tuning job: workloads, target and trial budget, plus search options."""
+class JobOptions(BaseModel):
+    """A job's target, trial budget and search options: the ``spec`` field of a model
+    upload (whose workloads are the model's tasks)."""
 
-    model_config = ConfigDict(
-        extra="forbid", strict=True,  # numbers are numbers: no bools, no strings, no 2.0
-        json_schema_extra={"examples": [{
-            "workloads": [{"op": "matmul", "params": {"M": 512, "N": 512, "K": 512}}],
-            "target": "cpu", "trials": 64}]},
-    )
+    model_config = ConfigDict(extra="forbid", strict=True)  # no bools, strings or 2.0 as ints
 
-    workloads: list[dict[str, Any]] = Field(
-        description='{"op": NAME, "params": {...}} (see GET /v1/ops), or '
-                    '{"workload": {...}, "weight": W}')
     target: str = Field(description='"cpu" (this machine) or a canonical target string')
     trials: int = Field(description="total measured candidates, shared by the workloads")
     batch_size: int | None = None
@@ -39,6 +32,33 @@ class JobRequest(BaseModel):
     seed: int | None = None
     measure: dict[str, Any] | None = Field(None, description="measure settings: number, "
                                            "repeat, min_repeat_ms, timeouts ...")
+
+
+class JobRequest(JobOptions):
+    """A tuning job: workloads, target and trial budget, plus search options."""
+
+    model_config = ConfigDict(
+        extra="forbid", strict=True,
+        json_schema_extra={"examples": [{
+            "workloads": [{"op": "matmul", "params": {"M": 512, "N": 512, "K": 512}}],
+            "target": "cpu", "trials": 64}]},
+    )
+
+    workloads: list[dict[str, Any]] = Field(
+        description='{"op": NAME, "params": {...}} (see GET /v1/ops), or '
+                    '{"workload": {...}, "weight": W}')
+
+
+#: The OpenAPI description of a model upload to ``POST /v1/jobs`` (multipart/form-data).
+MODEL_UPLOAD_DOC: dict[str, Any] = {"requestBody": {"content": {"multipart/form-data": {
+    "schema": {
+        "type": "object", "required": ["model", "spec"],
+        "properties": {
+            "model": {"type": "string", "format": "binary",
+                      "description": "the ONNX model file (external data is refused)"},
+            "spec": {"type": "string", "description":
+                     'JSON: {"target": ..., "trials": ..., other job options}, no '
+                     'workloads (they are the model\'s tasks)'}}}}}}}
 
 
 class JobCreated(BaseModel):
@@ -83,12 +103,48 @@ class JobView(BaseModel):
     events_url: str
     tasks: list[TaskView]
     spec: dict[str, Any] | None = None
+    model: dict[str, str] | None = Field(
+        None, description="a model's job: the uploaded model's name and SHA-256")
+    estimated_latency_s: float | None = Field(
+        None, description="the weighted sum of the tasks' best latencies (a model's "
+                          "estimated end-to-end latency in its tuned kernels); null while a "
+                          "task has no valid program")
+    estimate_curve: list[list[float]] = Field(
+        default_factory=list, description="[trials, estimated latency in s] after each batch")
 
 
 class JobList(BaseModel):
     jobs: list[JobView]
     limit: int
     offset: int
+
+
+class ModelTaskBest(BaseModel):
+    workload_key: str
+    name: str
+    weight: float
+    flops: float
+    best_latency_s: float | None = Field(description="its best record on the job's target "
+                                                     "(from any job); null: none yet")
+    best_gflops: float | None
+    weighted_latency_s: float | None = Field(description="weight x best latency")
+    job_id: str | None = Field(description="the job that measured the best record")
+    steps: list[Any] | None
+
+
+class ModelBest(BaseModel):
+    job_id: str
+    status: str
+    target: str
+    model: dict[str, str]
+    estimated_latency_s: float | None = Field(
+        description="the model's estimated end-to-end latency in its tuned kernels (null "
+                    "while a task has no record); numpy-run groups and executor overhead "
+                    "are not included")
+    missing: list[str] = Field(description="workload keys without a record")
+    tasks: list[ModelTaskBest]
+    estimate_curve: list[list[float]] = Field(
+        description="the job's [trials, estimated latency in s] after each batch")
 
 
 class BestEntry(BaseModel):

@@ -36,6 +36,12 @@ class Settings(BaseSettings):
     max_body_bytes: int = Field(
         1 << 20, ge=1024, description="largest request body, except record imports")
     max_import_bytes: int = Field(256 << 20, ge=1024, description="largest record import")
+    max_model_bytes: int = Field(256 << 20, ge=1024, description="largest model upload")
+    model_import_timeout_s: float = Field(
+        300.0, gt=0, description="how long importing an uploaded model (in the sandbox) "
+                                 "may take")
+    max_model_imports: int = Field(2, ge=1, le=64,
+                                   description="model uploads imported at once")
     submit_rate_per_minute: int = Field(
         30, ge=1, description="job submissions per token and minute")
     dedupe_window_s: float = Field(

@@ -1,8 +1,10 @@
 """What one server holds for its lifetime: settings, the database, the shared measurement
-pool, the job executor and its event hub, the submission guard and the metrics."""
+pool, the job executor and its event hub, the submission guard, the metrics and the slots
+for model imports."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 
 from db import Database
@@ -24,3 +26,4 @@ class ServiceState:
     guard: SubmissionGuard
     metrics: Metrics
     tokens: TokenCache
+    model_imports: threading.BoundedSemaphore  # model uploads being imported (sandboxed)

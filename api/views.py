@@ -49,6 +49,9 @@ def job_view(job: Job, *, with_spec: bool = False, with_curves: bool = True) -> 
         "updated_at": job.updated_at, "started_at": job.started_at,
         "finished_at": job.finished_at, "url": f"/v1/jobs/{job.id}",
         "events_url": f"/v1/jobs/{job.id}/events", "tasks": tasks,
+        "model": job.spec.get("model"),
+        "estimated_latency_s": progress.get("estimated_latency_s"),
+        "estimate_curve": progress.get("estimate_curve", []) if with_curves else [],
     }
     if with_spec:
         view["spec"] = job.spec

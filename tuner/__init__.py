@@ -25,11 +25,13 @@ from .callbacks import (
 from .cli_service import is_loopback
 from .jobs import cancel_job, requeue_job, resume_job, run_job, submit_job
 from .model_compile import CompileError, compile, model_tasks
+from .model_import import ModelImportError, ModelTasks, import_model_tasks
+from .model_tune import model_best, model_job_tasks, tune_model
 from .progress import TASK_STATES, BestSchedule, TaskProgress, TimeSplit, TuneResult
 from .runner import JobRunner, is_stale
 from .scheduler import SCHEDULERS, TaskScheduler
 from .shared_pool import FairLock, SharedPool, measurement_pool
-from .spec import JobSpec, SpecError, TaskSpec
+from .spec import JobSpec, ModelInfo, SpecError, TaskSpec
 from .trial import Trial
 from .tune import open_database, tune
 
@@ -47,6 +49,9 @@ __all__ = [
     "JobRunner",
     "JobSpec",
     "MeasureCallback",
+    "ModelImportError",
+    "ModelInfo",
+    "ModelTasks",
     "ReportProgress",
     "SharedPool",
     "SpecError",
@@ -67,9 +72,12 @@ __all__ = [
     "compile",
     "default_callbacks",
     "default_steps",
+    "import_model_tasks",
     "is_loopback",
     "is_stale",
     "measurement_pool",
+    "model_best",
+    "model_job_tasks",
     "model_tasks",
     "open_database",
     "requeue_job",
@@ -77,4 +85,5 @@ __all__ = [
     "run_job",
     "submit_job",
     "tune",
+    "tune_model",
 ]

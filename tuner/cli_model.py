@@ -1,7 +1,8 @@
 """The model commands: ``tensortune tasks MODEL.onnx`` (the tuning tasks of a model),
-``tensortune compile MODEL.onnx -o model.tt`` (build it with the best tuned schedules into
-a self-contained artefact) and ``tensortune run model.tt`` (run an artefact on inputs from
-an ``.npz`` file).
+``tensortune tune-model MODEL.onnx`` (tune them as one job), ``tensortune model-best JOB``
+(each task's best record and the model's estimated latency), ``tensortune compile
+MODEL.onnx -o model.tt`` (build it with the best tuned schedules into a self-contained
+artefact) and ``tensortune run model.tt`` (run an artefact on inputs from an ``.npz`` file).
 
 Importing a model parses it with the onnx package; nothing in it is executed as code.
 ``run`` loads the artefact's graph, weights and kernel library with the numpy-only runtime.
@@ -16,8 +17,9 @@ from typing import Any
 
 import numpy as np
 
-from .cli_common import CLIError, _print_json, subcommand
+from .cli_common import CLIError, _database, _print_json, subcommand
 from .cli_ir import flatten_value, load_npz, save_npz
+from .cli_tune import add_run_options, add_search_options, report, run_with_progress, spec_options
 
 
 def _target(args: argparse.Namespace) -> Any:
@@ -81,6 +83,63 @@ def _cmd_compile(args: argparse.Namespace) -> int:
           f"activations {model.memory.bytes_unshared / 2**20:.1f} MiB -> "
           f"{model.memory.bytes_planned / 2**20:.1f} MiB with the memory plan")
     print(f"wrote {path}", file=sys.stderr)
+    return 0
+
+
+def _cmd_tune_model(args: argparse.Namespace) -> int:
+    from db import NotFoundError
+
+    from .jobs import submit_job
+    from .model_compile import CompileError
+    from .model_tune import model_job_tasks
+    from .spec import JobSpec, SpecError
+
+    try:
+        found = model_job_tasks(args.model, _target(args))
+        spec = JobSpec(found.tasks, args.target, args.trials, model=found.info,
+                       **spec_options(args))
+    except (CompileError, SpecError, ValueError, OSError) as exc:
+        raise _compile_error(exc) from None
+    args.no_compare = True  # a fused task has no numpy counterpart to time
+    with _database(args.db) as database:
+        job = submit_job(database, spec)
+        if not args.json and not args.quiet:
+            print(f"job {job.id}: tuning {len(spec.tasks)} tasks of {found.info.name} on "
+                  f"{spec.target}, {spec.trials} trials (resume with `tensortune jobs "
+                  f"resume {job.id}`; `tensortune model-best {job.id}` gives the best)",
+                  file=sys.stderr)
+        try:
+            result = run_with_progress(args, database, job.id, spec)
+        except NotFoundError as exc:
+            raise CLIError(str(exc)) from None
+        return report(args, result)
+
+
+def _cmd_model_best(args: argparse.Namespace) -> int:
+    from db import NotFoundError
+
+    from .model_tune import model_best
+    from .spec import SpecError
+
+    with _database(args.db) as database:
+        try:
+            answer = model_best(database, args.job_id)
+        except (NotFoundError, SpecError) as exc:
+            raise CLIError(str(exc)) from None
+    if args.json:
+        _print_json(answer)
+        return 0
+    print(f"model {answer['model']['name']} (job {answer['job_id']}, {answer['status']}) "
+          f"on {answer['target']}")
+    for t in answer["tasks"]:
+        best = (f"{t['best_latency_s'] * 1e3:9.4f} ms x{t['weight']:g}"
+                if t["best_latency_s"] is not None else "   no record")
+        print(f"  {best}  {t['workload_key']}  {t['name']}")
+    if answer["estimated_latency_s"] is None:
+        print(f"estimated latency: unknown ({len(answer['missing'])} tasks without a record)")
+    else:
+        print(f"estimated latency in the tuned kernels: "
+              f"{answer['estimated_latency_s'] * 1e3:.4f} ms")
     return 0
 
 
@@ -149,6 +208,29 @@ def add_model_commands(commands: Any) -> None:
                       help="where to write the artefact (e.g. model.tt)")
     comp.add_argument("--strict", action="store_true",
                       help="fail when a task has no tuning record")
+    tune = commands.add_parser(
+        "tune-model", help="tune every task of a model as one job",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=("Import MODEL (ONNX), extract its tasks as `compile` does, and tune them\n"
+                     "as one job: the task scheduler gives trials where weight x latency\n"
+                     "drops fastest. Progress shows the tasks with a program and the model's\n"
+                     "estimated latency (the weighted sum of the tasks' best latencies);\n"
+                     "`compile` then builds the model with the records."),
+        epilog="examples:\n  tensortune tune-model resnet18.onnx --trials 2000\n"
+               "  tensortune tune-model bert.onnx --trials 500 --db sqlite:///t.db --json")
+    tune.add_argument("model", metavar="MODEL", help="an ONNX model file")
+    tune.add_argument("--target", default="cpu", help="the target (default: this CPU)")
+    add_search_options(tune)
+    add_run_options(tune)
+    tune.set_defaults(handler=_cmd_tune_model)
+    best = subcommand(
+        commands, "model-best", _cmd_model_best,
+        help="the best record of each task of a model's job, and the model's estimate",
+        description=("For the model job JOB (from `tune-model` or a model upload): each task's\n"
+                     "best record on the job's target (from any job) and the model's\n"
+                     "estimated latency in its tuned kernels (weight x best, summed)."),
+        epilog="examples:\n  tensortune model-best 3f2a...\n  tensortune model-best 3f2a... --json")
+    best.add_argument("job_id", metavar="JOB")
     run = subcommand(
         commands, "run", _cmd_run, db=False,
         help="run a compiled model artefact",

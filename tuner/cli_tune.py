@@ -64,7 +64,12 @@ class ProgressBar:
             return
         self.bar.update(event["trials"] - self.bar.n)
         best = [t for t in event["tasks"] if t["best_latency_s"] is not None]
-        if best:
+        if len(event["tasks"]) > 1:
+            estimate = event.get("estimated_latency_s")
+            self.bar.set_postfix_str(
+                f"{len(best)}/{len(event['tasks'])} tasks with a program" +
+                (f", model estimate {estimate * 1e3:.4g} ms" if estimate else ""))
+        elif best:
             lead = max(best, key=lambda t: t["best_gflops"] or 0)
             self.bar.set_postfix_str(f"best {lead['best_latency_s'] * 1e3:.3f} ms, "
                                      f"{lead['best_gflops'] or 0:.1f} GFLOP/s")
@@ -103,7 +108,8 @@ def tune_summary(result: TuneResult, compare_numpy: bool) -> dict[str, Any]:
     summary: dict[str, Any] = {"job_id": result.job_id, "status": result.status,
                                "target": result.target, "trials": result.trials,
                                "errors": result.errors(), "seconds": result.seconds.to_json(),
-                               "error": result.error, "tasks": tasks}
+                               "error": result.error, "tasks": tasks,
+                               "estimated_latency_s": result.estimated_latency_s}
     if len(tasks) == 1:
         for name in ("workload_key", "best_latency_s", "best_gflops", "numpy_latency_s"):
             if name in tasks[0]:
@@ -131,6 +137,10 @@ def format_summary(summary: dict[str, Any]) -> str:
                          "numpy")
         if task["errors"]:
             lines.append(f"    failed candidates: {task['errors']}")
+    if len(summary["tasks"]) > 1 and summary["estimated_latency_s"] is not None:
+        lines.append(f"  estimated latency of the whole (weight x best, summed over "
+                     f"{len(summary['tasks'])} tasks): "
+                     f"{summary['estimated_latency_s'] * 1e3:.4f} ms")
     seconds = summary["seconds"]
     per_trial = seconds["total"] / max(summary["trials"], 1)
     lines.append(f"  time {seconds['total']:.1f} s ({per_trial:.2f} s/trial): search "
@@ -139,7 +149,7 @@ def format_summary(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _run_with_progress(args: argparse.Namespace, database: Any, job_id: str, spec: JobSpec,
+def run_with_progress(args: argparse.Namespace, database: Any, job_id: str, spec: JobSpec,
                        resume: bool = False) -> TuneResult:
     bar = ProgressBar(spec.trials, enabled=not args.json and not args.quiet)
     try:
@@ -151,7 +161,7 @@ def _run_with_progress(args: argparse.Namespace, database: Any, job_id: str, spe
         bar.close()
 
 
-def _report(args: argparse.Namespace, result: TuneResult) -> int:
+def report(args: argparse.Namespace, result: TuneResult) -> int:
     summary = tune_summary(result, compare_numpy=not args.no_compare)
     if args.json:
         _print_json(summary)
@@ -163,11 +173,7 @@ def _report(args: argparse.Namespace, result: TuneResult) -> int:
 def _cmd_tune(args: argparse.Namespace) -> int:
     workload = workload_from_args(args.op, args.params)
     try:
-        spec = JobSpec((TaskSpec(workload),), args.target, args.trials,
-                       batch_size=args.batch_size, time_budget_s=args.time_budget,
-                       early_stop=args.early_stop, scheduler=args.scheduler,
-                       policy=args.policy, cost_model=args.cost_model,
-                       reconfirm=args.reconfirm, seed=args.seed)
+        spec = JobSpec((TaskSpec(workload),), args.target, args.trials, **spec_options(args))
     except SpecError as err:
         raise CLIError(str(err)) from None
     with _database(args.db) as database:
@@ -175,8 +181,8 @@ def _cmd_tune(args: argparse.Namespace) -> int:
         if not args.json and not args.quiet:
             print(f"job {job.id}: tuning {workload!r} on {spec.target}, {spec.trials} trials "
                   f"(resume with `tensortune jobs resume {job.id}`)", file=sys.stderr)
-        result = _run_with_progress(args, database, job.id, spec)
-        return _report(args, result)
+        result = run_with_progress(args, database, job.id, spec)
+        return report(args, result)
 
 
 def _cmd_ops(args: argparse.Namespace) -> int:
@@ -295,10 +301,10 @@ def _cmd_jobs_resume(args: argparse.Namespace) -> int:
         try:
             job = database.jobs.get(args.job_id)
             spec = JobSpec.from_json(job.spec)
-            result = _run_with_progress(args, database, job.id, spec, resume=True)
+            result = run_with_progress(args, database, job.id, spec, resume=True)
         except (NotFoundError, JobStateError, SpecError) as err:
             raise CLIError(str(err)) from None
-        return _report(args, result)
+        return report(args, result)
 
 
 def _cmd_jobs_cancel(args: argparse.Namespace) -> int:
@@ -314,7 +320,7 @@ def _cmd_jobs_cancel(args: argparse.Namespace) -> int:
 # --- argument parsers -------------------------------------------------------------------
 
 
-def _add_run_options(parser: argparse.ArgumentParser) -> None:
+def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", metavar="URL", help=DB_HELP)
     parser.add_argument("--ray-address", metavar="ADDR",
                         help="measure on this Ray cluster (host:port, or 'local' to start Ray "
@@ -347,6 +353,37 @@ def _positive(kind: type) -> Any:
     return parse
 
 
+def add_search_options(parser: argparse.ArgumentParser) -> None:
+    """The job options of ``tune`` and ``tune-model`` (read back by :func:`spec_options`)."""
+    parser.add_argument("--trials", type=_positive(int), default=DEFAULT_TRIALS,
+                      help=f"measured candidates in total (default {DEFAULT_TRIALS})")
+    parser.add_argument("--batch-size", type=_positive(int), default=32,
+                      help="candidates per measured batch (default 32)")
+    parser.add_argument("--time-budget", type=_positive(float), metavar="SECONDS",
+                      help="start no new batch after this many seconds "
+                           "(the first batch always runs)")
+    parser.add_argument("--early-stop", type=_positive(int), metavar="N",
+                      help="stop after N trials without improvement")
+    parser.add_argument("--cost-model", choices=COST_MODELS, default="xgb",
+                      help="the model that ranks candidates (default xgb)")
+    parser.add_argument("--policy", choices=tuple(POLICIES), default="sketch",
+                      help="sketch: evolutionary sketch search (default); random: pure "
+                           "random sampling")
+    parser.add_argument("--scheduler", choices=SCHEDULERS, default="gradient",
+                      help="how trials are shared between workloads (default gradient)")
+    parser.add_argument("--reconfirm", type=int, default=3, metavar="K",
+                      help="re-measure the K best programs at the end (default 3)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed of the search")
+
+
+def spec_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``JobSpec`` fields given by :func:`add_search_options`'s options."""
+    return {"batch_size": args.batch_size, "time_budget_s": args.time_budget,
+            "early_stop": args.early_stop, "scheduler": args.scheduler,
+            "policy": args.policy, "cost_model": args.cost_model,
+            "reconfirm": args.reconfirm, "seed": args.seed}
+
+
 def add_tuning_commands(commands: Any) -> None:
     """Register ``tune``, ``ops``, ``best`` and ``jobs``."""
     fmt = argparse.RawDescriptionHelpFormatter
@@ -361,26 +398,8 @@ def add_tuning_commands(commands: Any) -> None:
                "      -p R=3 -p S=3 -p padding=1 --trials 256 --time-budget 600 --json\n"
                "  tensortune tune --op matmul -p M=256 -p N=256 -p K=256 --policy random")
     _add_workload_options(tune)
-    tune.add_argument("--trials", type=_positive(int), default=DEFAULT_TRIALS,
-                      help=f"measured candidates in total (default {DEFAULT_TRIALS})")
-    tune.add_argument("--batch-size", type=_positive(int), default=32,
-                      help="candidates per measured batch (default 32)")
-    tune.add_argument("--time-budget", type=_positive(float), metavar="SECONDS",
-                      help="start no new batch after this many seconds "
-                           "(the first batch always runs)")
-    tune.add_argument("--early-stop", type=_positive(int), metavar="N",
-                      help="stop after N trials without improvement")
-    tune.add_argument("--cost-model", choices=COST_MODELS, default="xgb",
-                      help="the model that ranks candidates (default xgb)")
-    tune.add_argument("--policy", choices=tuple(POLICIES), default="sketch",
-                      help="sketch: evolutionary sketch search (default); random: pure "
-                           "random sampling")
-    tune.add_argument("--scheduler", choices=SCHEDULERS, default="gradient",
-                      help="how trials are shared between workloads (default gradient)")
-    tune.add_argument("--reconfirm", type=int, default=3, metavar="K",
-                      help="re-measure the K best programs at the end (default 3)")
-    tune.add_argument("--seed", type=int, default=0, help="random seed of the search")
-    _add_run_options(tune)
+    add_search_options(tune)
+    add_run_options(tune)
     tune.set_defaults(handler=_cmd_tune)
 
     subcommand(
@@ -421,7 +440,7 @@ def add_tuning_commands(commands: Any) -> None:
                         help="resume a job marked running that reported progress in the "
                              "last minute from a process this machine cannot check (another "
                              "host): that process must really be gone")
-    _add_run_options(resume)
+    add_run_options(resume)
     cancel = subcommand(sub, "cancel", _cmd_jobs_cancel, json_help=None,
                         help="stop a job at its next batch, keeping its records")
     cancel.add_argument("job_id")

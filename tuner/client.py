@@ -66,6 +66,24 @@ class Client:
         headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
         return self._json("POST", "/v1/jobs", json=dict(spec), headers=headers)
 
+    def submit_model(self, model: str | Path | bytes, options: Mapping[str, Any], *,
+                     filename: str | None = None, idempotency_key: str | None = None
+                     ) -> dict[str, Any]:
+        """Upload an ONNX model (a path or its bytes) to tune its tasks as one job;
+        ``options``: ``target``, ``trials`` and other job options (no workloads)."""
+        if isinstance(model, bytes):
+            data, name = model, filename or "model.onnx"
+        else:
+            data, name = Path(model).read_bytes(), filename or Path(model).name
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+        return self._json("POST", "/v1/jobs", headers=headers,
+                          files={"model": (name, data, "application/octet-stream")},
+                          data={"spec": json.dumps(dict(options))})
+
+    def model_best(self, job_id: str) -> dict[str, Any]:
+        """A model job's per-task best records and estimated end-to-end latency."""
+        return self._json("GET", f"/v1/models/{job_id}/best")
+
     def job(self, job_id: str) -> dict[str, Any]:
         """Status, spec and per workload progress, best so far and curve."""
         return self._json("GET", f"/v1/jobs/{job_id}")

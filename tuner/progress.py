@@ -1,6 +1,8 @@
 """The state of a tuning job as it runs: per task (workload) its trials, best program, error
-counts and best-so-far curve; per job the split of wall time. Stored as the job's progress
-JSON after every batch, returned as the result of ``tune()``, streamed to API clients.
+counts and best-so-far curve; per job the split of wall time and the estimated latency of
+the whole (the weighted sum of the tasks' best latencies: for a model's job, its end-to-end
+estimate). Stored as the job's progress JSON after every batch, returned as the result of
+``tune()``, streamed to API clients.
 """
 
 from __future__ import annotations
@@ -88,6 +90,15 @@ class TaskProgress:
         }
 
 
+def estimated_latency(tasks: list[TaskProgress]) -> float | None:
+    """The weighted sum of the tasks' best latencies (what the task scheduler minimises;
+    for a model, its estimated end-to-end latency in its tuned kernels), or None while a
+    task has no valid program yet."""
+    if not tasks or any(not math.isfinite(t.best_cost) for t in tasks):
+        return None
+    return sum(t.weight * t.best_cost for t in tasks)
+
+
 @dataclass
 class TimeSplit:
     """Where a job's wall time went (seconds). ``build`` and ``run`` add up the workers'
@@ -126,6 +137,11 @@ class TuneResult:
     def trials(self) -> int:
         return sum(t.trials for t in self.tasks)
 
+    @property
+    def estimated_latency_s(self) -> float | None:
+        """See :func:`estimated_latency`."""
+        return estimated_latency(self.tasks)
+
     def task(self, workload: Workload | str) -> TaskProgress:
         key = workload if isinstance(workload, str) else workload.key
         for task in self.tasks:
@@ -146,5 +162,6 @@ class TuneResult:
     def to_json(self) -> dict[str, Any]:
         return {"job_id": self.job_id, "target": self.target, "status": self.status,
                 "error": self.error, "trials": self.trials, "errors": self.errors(),
+                "estimated_latency_s": self.estimated_latency_s,
                 "seconds": self.seconds.to_json(),
                 "tasks": [task.to_json() for task in self.tasks]}

@@ -38,7 +38,7 @@ from search import Candidate, SearchPolicy, SearchTask, make_policy
 from workers import LocalPool, MeasureResult, Pool
 
 from .callbacks import MeasureCallback, default_callbacks
-from .progress import TaskProgress, TimeSplit, TuneResult
+from .progress import TaskProgress, TimeSplit, TuneResult, estimated_latency
 from .scheduler import TaskScheduler
 from .spec import JobSpec
 from .trial import Trial, is_reconfirmation, past_measurement
@@ -89,10 +89,12 @@ class JobRunner:
         self._previous_runner: Any = None
         self._lost = threading.Event()  # set when another process claimed the job
         self._beat = 0.0
+        self.estimate_curve: list[list[float]] = []  # [trials, estimated latency] per batch
 
     # ------------------------------------------------------------------ set-up
     def _prepare(self, previous: Job) -> None:
         self.seconds = TimeSplit.from_json(previous.progress.get("seconds"))
+        self.estimate_curve = _curve(previous.progress.get("estimate_curve"))
         merged: dict[str, TaskProgress] = {}
         for task in self.spec.tasks:  # identical workloads are one task: weights add up
             key = task.workload.key
@@ -316,6 +318,9 @@ class JobRunner:
             results = self.measure([Trial(n, task.workload, spec.target, c)
                                     for c in candidates])
             scheduler.record(n, len(candidates), task.best_cost)
+            estimate = estimated_latency(self.tasks)
+            if estimate is not None:
+                self.estimate_curve.append([self._trials_done(), estimate])
             rejected = next((r for r in results if r.workload_error), None)
             if rejected is not None:  # no candidate of this workload can ever pass
                 task.state, task.error = "rejected", rejected.error_msg
@@ -394,6 +399,8 @@ class JobRunner:
                 "seconds": self.seconds.to_json(), "heartbeat": time.time(),
                 "runner": this_process(), "runner_deaths": self._runner_deaths,
                 "trials_at_claim": self._trials_at_claim,
+                "estimated_latency_s": estimated_latency(self.tasks),
+                "estimate_curve": self.estimate_curve,
                 "tasks": [task.to_json() for task in self.tasks]}
 
     def save_progress(self, force: bool = False, status: str | None = None,
@@ -419,6 +426,15 @@ class JobRunner:
                 self.on_event(event)
             except Exception:  # a broken listener must not break the job
                 log.exception("progress listener failed")
+
+
+def _curve(stored: Any) -> list[list[float]]:
+    """A stored ``[[trials, latency], ...]`` curve, keeping only well-formed points."""
+    if not isinstance(stored, list):
+        return []
+    return [[int(p[0]), float(p[1])] for p in stored
+            if isinstance(p, list) and len(p) == 2
+            and all(isinstance(v, int | float) and not isinstance(v, bool) for v in p)]
 
 
 def _schedulable(records: Iterable[Record]) -> list[tuple[Record, Steps]]:

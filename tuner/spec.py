@@ -47,9 +47,36 @@ class TaskSpec:
 
 
 @dataclass(frozen=True)
+class ModelInfo:
+    """The model a job's tasks were extracted from: its file name (as uploaded; only shown)
+    and the SHA-256 of its bytes. Its tasks' weights are their occurrences in the model."""
+
+    name: str
+    sha256: str
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.name, str) or not 0 < len(self.name) <= 255 or \
+                not self.name.isprintable():
+            raise SpecError("model.name: 1 to 255 printable characters")
+        if not isinstance(self.sha256, str) or len(self.sha256) != 64 or \
+                any(c not in "0123456789abcdef" for c in self.sha256):
+            raise SpecError("model.sha256: 64 lowercase hexadecimal digits")
+
+    def to_json(self) -> dict[str, str]:
+        return {"name": self.name, "sha256": self.sha256}
+
+    @classmethod
+    def from_json(cls, doc: Any) -> ModelInfo:
+        if not isinstance(doc, Mapping) or set(doc) != {"name", "sha256"}:
+            raise SpecError('model: must be {"name": ..., "sha256": ...}')
+        return cls(doc["name"], doc["sha256"])
+
+
+@dataclass(frozen=True)
 class JobSpec:
     """Everything a tuning job needs. ``trials`` is the job's total budget of measured
-    candidates, shared by its workloads through the task scheduler."""
+    candidates, shared by its workloads through the task scheduler. ``model``: set when
+    the workloads are a model's tasks (``tensortune tune-model``, a model upload)."""
 
     tasks: tuple[TaskSpec, ...]
     target: Target
@@ -63,6 +90,7 @@ class JobSpec:
     reconfirm: int = 3
     seed: int = 0
     measure: MeasureSettings = field(default_factory=lambda: TUNING_MEASURE)
+    model: ModelInfo | None = None
 
     def __post_init__(self) -> None:
         if not self.tasks:
@@ -106,10 +134,12 @@ class JobSpec:
     def to_json(self) -> dict[str, Any]:
         doc: dict[str, Any] = {"workloads": [t.to_json() for t in self.tasks]}
         for f in fields(self):
-            if f.name not in ("tasks", "measure"):
+            if f.name not in ("tasks", "measure", "model"):
                 doc[f.name] = getattr(self, f.name)
         doc["target"] = str(self.target)
         doc["measure"] = self.measure.to_json()
+        if self.model is not None:
+            doc["model"] = self.model.to_json()
         return doc
 
     @classmethod
@@ -131,12 +161,13 @@ class JobSpec:
         if len(raw) > MAX_WORKLOADS:
             raise SpecError(f"workloads: at most {MAX_WORKLOADS} in one job, got {len(raw)}")
         tasks = tuple(_task(n, entry) for n, entry in enumerate(raw))
-        options = {k: v for k, v in doc.items() if k not in ("workloads", "measure")}
+        options = {k: v for k, v in doc.items() if k not in ("workloads", "measure", "model")}
         try:
             measure = MeasureSettings.from_json(doc.get("measure", {}))
         except (TypeError, ValueError) as err:
             raise SpecError(f"measure: {error_message(err)}") from None
-        return cls(tasks=tasks, measure=measure, **options)
+        model = ModelInfo.from_json(doc["model"]) if doc.get("model") is not None else None
+        return cls(tasks=tasks, measure=measure, model=model, **options)
 
 
 def _task(n: int, entry: Any) -> TaskSpec:

@@ -35,6 +35,7 @@ from .measure import (
 )
 from .pool import LocalPool, MeasurePool, Pool
 from .runner import BuiltCandidate, LocalRunner, ResultCallback, Runner
+from .sandbox import Outcome, Sandbox, SandboxError
 
 __all__ = [
     "RAY_ADDRESS_ENV",
@@ -52,11 +53,14 @@ __all__ = [
     "MeasurePool",
     "MeasureResult",
     "MeasureSettings",
+    "Outcome",
     "Pool",
     "Provenance",
     "RayPool",
     "ResultCallback",
     "Runner",
+    "Sandbox",
+    "SandboxError",
     "device_kinds",
     "device_type",
     "node_resources",

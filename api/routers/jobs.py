@@ -16,7 +16,7 @@ from tuner import JobSpec, SpecError, cancel_job, submit_job
 
 from ..auth import AuthError, Principal
 from ..deps import get_state, reader, submitter
-from ..schemas import JobCreated, JobList, JobRequest, JobView
+from ..schemas import MODEL_UPLOAD_DOC, JobCreated, JobList, JobRequest, JobView
 from ..state import ServiceState
 from ..strict import StrictRoute
 from ..submissions import spec_digest
@@ -29,7 +29,8 @@ TERMINAL = ("succeeded", "failed", "cancelled")
 POLL_S = 0.25
 
 
-def _check_limits(state: ServiceState, spec: JobSpec) -> None:
+def check_limits(state: ServiceState, spec: JobSpec) -> None:
+    """422 for a job over this server's limits (trials, timeouts, measure settings)."""
     settings = state.settings
     if spec.trials > settings.max_trials:
         raise SpecError(f"trials: {spec.trials} is over this server's limit of "
@@ -46,35 +47,55 @@ def _check_limits(state: ServiceState, spec: JobSpec) -> None:
         raise SpecError("measure.flush_bytes: at most 1 GiB")
 
 
-@router.post("", status_code=202, response_model=JobCreated,
-             responses={**errors(400, 413, 422, 429), 200: {"model": JobCreated,
-                        "description": "a repeated submission: the existing job"}})
+@router.post("", status_code=202, response_model=JobCreated, openapi_extra=MODEL_UPLOAD_DOC,
+             responses={**errors(400, 413, 422, 429, 503), 200: {
+                 "model": JobCreated, "description": "a repeated submission: the existing job"}})
 def submit(body: JobRequest, request: Request, response: Response,
            principal: Principal = submitter,
            idempotency_key: str | None = Header(None, max_length=200)) -> dict[str, Any]:
     """Submit a tuning job; it runs in the background. A repeat (same spec by the same
     token within the dedupe window, or the same ``Idempotency-Key``) returns the existing
-    job with status 200."""
+    job with status 200.
+
+    A ``multipart/form-data`` request instead uploads a model: a ``model`` file (ONNX) and
+    a ``spec`` field (JSON: ``target``, ``trials`` and the other options, no workloads).
+    The model is imported in a sandbox process and its tasks are tuned as one job."""
     state = get_state(request)
     spec = JobSpec.from_json(body.model_dump(exclude_none=True))
-    _check_limits(state, spec)
-    who = principal.token_id or principal.owner
+    check_limits(state, spec)
     digest = spec_digest(spec.to_json())
+    who = principal.token_id or principal.owner
+    existing = repeat_or_admit(state, who, digest, idempotency_key)
+    if existing is not None:
+        response.status_code = 200
+        return existing
+    return create_job(state, principal, spec, who, digest, idempotency_key, response)
+
+
+def repeat_or_admit(state: ServiceState, who: str, digest: str,
+                    idempotency_key: str | None) -> dict[str, Any] | None:
+    """The existing job of an identical earlier submission (as ``JobCreated``), or None
+    once this submission is admitted by the rate limit (429 otherwise)."""
     existing = state.guard.repeat_of(who, digest, idempotency_key)
     if existing is not None:
-        job = state.db.jobs.get(existing)
-        response.status_code = 200
-        return _created(job, duplicate=True)
+        return created_view(state.db.jobs.get(existing), duplicate=True)
     state.guard.admit(who)
+    return None
+
+
+def create_job(state: ServiceState, principal: Principal, spec: JobSpec, who: str,
+               digest: str, idempotency_key: str | None, response: Response
+               ) -> dict[str, Any]:
+    """Store the job, remember its submission, and start it (when this server runs jobs)."""
     job = submit_job(state.db, spec, owner=principal.owner)
     state.guard.remember(who, digest, idempotency_key, job.id)
     if state.executor is not None:
         state.executor.submit(job.id, spec)
     response.headers["Location"] = f"/v1/jobs/{job.id}"
-    return _created(job)
+    return created_view(job)
 
 
-def _created(job: Job, duplicate: bool = False) -> dict[str, Any]:
+def created_view(job: Job, duplicate: bool = False) -> dict[str, Any]:
     return {"id": job.id, "url": f"/v1/jobs/{job.id}", "events_url": f"/v1/jobs/{job.id}/events",
             "status": job.status, "duplicate": duplicate}
 

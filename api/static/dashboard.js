@@ -1,5 +1,6 @@
 // tensortune dashboard: polls GET /v1/jobs and GET /v1/jobs/{id} and draws each workload's
-// best-so-far curve (GFLOP/s or latency against trials) as an inline SVG.
+// best-so-far curve (GFLOP/s or latency against trials) as an inline SVG; for a model's
+// job, first the model's estimated end-to-end latency (weighted sum of its tasks' best).
 // The token comes from the page's #token=... fragment, else the one typed in (kept in
 // localStorage); ?job=ID selects a job.
 "use strict";
@@ -76,6 +77,19 @@ function niceTicks(lo, hi, n) {
   return ticks;
 }
 
+// The model of a model job as a pseudo-task: its estimate curve, its FLOPs per inference.
+function modelTask(job) {
+  const flops = job.tasks.reduce((sum, t) => sum + t.flops * t.weight, 0);
+  const latency = job.estimated_latency_s;
+  return {
+    name: `model ${job.model.name}: estimated latency (${job.tasks.length} tasks, ` +
+          "weight x best, summed)",
+    state: job.status, trials: job.trials, workload_key: "model", flops,
+    curve: job.estimate_curve, best_latency_s: latency,
+    best_gflops: latency ? flops / latency / 1e9 : null,
+  };
+}
+
 function chart(task, metric) {
   const points = task.curve
     .filter(([, latency]) => latency !== null && isFinite(latency) && latency > 0)
@@ -138,7 +152,8 @@ function renderJob(job) {
   summary.firstChild.append(el("code", {}, job.target));
   if (job.error) summary.append(el("p", { class: "status-failed" }, job.error));
   const charts = document.getElementById("charts");
-  charts.replaceChildren(...job.tasks.map(task => chart(task, metricSelect.value)));
+  const tasks = job.model ? [modelTask(job), ...job.tasks] : job.tasks;
+  charts.replaceChildren(...tasks.map(task => chart(task, metricSelect.value)));
   document.body.dataset.jobStatus = job.status;
 }
 

@@ -113,6 +113,24 @@ def finished_job(server: Server) -> dict:
         return {"created": created, "events": events, "job": api.job(created["id"])}
 
 
+#: Job options of a tiny model upload (the small CNN's four tasks, 8 trials).
+MODEL_OPTIONS = {"target": "cpu", "trials": 8, "batch_size": 2, "reconfirm": 1,
+                 "cost_model": "random", "measure": {"repeat": 2, "min_repeat_ms": 1}}
+
+
+@pytest.fixture(scope="session")
+def finished_model_job(server: Server) -> dict:
+    """The small CNN uploaded to the real server as a model job, followed to its end."""
+    from ..onnx_models import small_cnn
+
+    with server.client("submitter") as api:
+        created = api.submit_model(small_cnn().SerializeToString(), MODEL_OPTIONS,
+                                   filename="cnn.onnx")
+        events = list(api.events(created["id"], timeout=600))
+        return {"created": created, "events": events, "job": api.job(created["id"]),
+                "best": api.model_best(created["id"])}
+
+
 @dataclass
 class LocalApp:
     """An in-process app (no job threads: submitted jobs stay queued) and its tokens."""

@@ -59,3 +59,16 @@ def test_screenshot_shows_the_curve_in_the_chart(server: Server, finished_job: d
     assert all(x > JOBS_PANEL_WIDTH for x, _ in curve)
     xs = [x for x, _ in curve]
     assert max(xs) - min(xs) > 200  # it spans the chart, not a dot
+
+
+def test_a_model_job_shows_the_models_estimate_first(server: Server, finished_model_job: dict,
+                                                      tmp_path: Path) -> None:
+    job = finished_model_job["job"]
+    dom = chromium(tmp_path / "profile-model", "--dump-dom", _page(server, job["id"])).stdout
+    assert 'data-ready="1"' in dom
+    keys = re.findall(r'data-workload-key="([^"]+)"', dom)
+    assert keys == ["model"] + [t["workload_key"] for t in job["tasks"]]
+    assert "model cnn.onnx: estimated latency (4 tasks" in dom
+    model_chart = dom[dom.index('data-workload-key="model"'):]
+    [points] = re.findall(r'<polyline points="([^"]+)"', model_chart)[:1]
+    assert len(points.split()) >= len(job["estimate_curve"])

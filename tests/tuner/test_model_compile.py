@@ -13,31 +13,11 @@ import pytest
 
 onnx = pytest.importorskip("onnx")
 ort = pytest.importorskip("onnxruntime")
-from onnx import TensorProto, helper, numpy_helper  # noqa: E402
-
 import tuner  # noqa: E402
 
+from ..onnx_models import save_small_cnn as small_cnn  # noqa: E402
+
 RNG = np.random.default_rng(5)
-
-
-def small_cnn(path) -> str:
-    """Conv(3x3) + Relu -> GlobalAveragePool -> Flatten -> Gemm."""
-    w = numpy_helper.from_array(RNG.standard_normal((8, 3, 3, 3)).astype("float32"), "w")
-    b = numpy_helper.from_array(RNG.standard_normal(8).astype("float32"), "b")
-    fc = numpy_helper.from_array(RNG.standard_normal((4, 8)).astype("float32"), "fc")
-    fcb = numpy_helper.from_array(RNG.standard_normal(4).astype("float32"), "fcb")
-    nodes = [helper.make_node("Conv", ["image", "w", "b"], ["c"], pads=[1, 1, 1, 1], name="conv"),
-             helper.make_node("Relu", ["c"], ["r"], name="relu"),
-             helper.make_node("GlobalAveragePool", ["r"], ["g"], name="gap"),
-             helper.make_node("Flatten", ["g"], ["f"], name="flatten"),
-             helper.make_node("Gemm", ["f", "fc", "fcb"], ["logits"], transB=1, name="fc")]
-    graph = helper.make_graph(
-        nodes, "small_cnn",
-        [helper.make_tensor_value_info("image", TensorProto.FLOAT, [1, 3, 8, 8])],
-        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, [1, 4])], [w, b, fc, fcb])
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    onnx.save(model, str(path))
-    return str(path)
 
 
 def cli(*args: str, check: bool = True) -> subprocess.CompletedProcess:

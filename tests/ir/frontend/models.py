@@ -10,9 +10,11 @@ shape arithmetic PyTorch records stays in the graph for the importer to fold):
   linears, softmax of scaled dot products, output projection, residual + LayerNorm, GELU
   feed-forward, residual + LayerNorm), batch 1.
 
-Each function builds its model with a fixed seed (weights random; batch-norm statistics
-random too, neither zeros nor ones, so that importing them is tested), exports it to
-``path`` and returns ``path``. torch is imported only when a model is built.
+``*_torch(...)`` give the PyTorch module (eval mode) and an example input, for comparing
+with PyTorch itself (the benchmarks). Each function builds its model with a fixed seed
+(weights random; batch-norm statistics random too, neither zeros nor ones, so that
+importing them is tested), exports it to ``path`` and returns ``path``. torch is imported
+only when a model is built.
 """
 
 from __future__ import annotations
@@ -106,17 +108,21 @@ def _resnet18_module() -> Any:
     return model
 
 
-def resnet18(path: str | Path, batch: int = 1, size: int = 224) -> Path:
-    """ResNet-18 for ``batch`` x 3 x ``size`` x ``size`` images, exported to ``path``;
-    input ``data``, output ``logits`` (batch x 1000)."""
+def resnet18_torch(batch: int = 1, size: int = 224) -> tuple[Any, Any]:
+    """ResNet-18 as a PyTorch module in eval mode, and an example input."""
     import torch
 
     torch.manual_seed(0)
     model = _resnet18_module()
-    shape = (batch, 3, size, size)
     _randomize_batch_norms(model, (max(batch, 2), 3, size, size), seed=1)
-    example = torch.randn(shape, generator=torch.Generator().manual_seed(2))
-    return _export(model, example, path, ["data"], ["logits"])
+    example = torch.randn((batch, 3, size, size), generator=torch.Generator().manual_seed(2))
+    return model.eval(), example
+
+
+def resnet18(path: str | Path, batch: int = 1, size: int = 224) -> Path:
+    """ResNet-18 for ``batch`` x 3 x ``size`` x ``size`` images, exported to ``path``;
+    input ``data``, output ``logits`` (batch x 1000)."""
+    return _export(*resnet18_torch(batch, size), path, ["data"], ["logits"])
 
 
 # ---------------------------------------------------------------------------- MobileNetV2
@@ -175,18 +181,24 @@ def _mobilenet_v2_module(width_mult: float, classes: int) -> Any:
     return model
 
 
-def mobilenet_v2(path: str | Path, width_mult: float = 1.0, size: int = 224,
-                 batch: int = 1) -> Path:
-    """MobileNetV2 (``width_mult`` scales the channels, as torchvision's) for ``batch`` x 3
-    x ``size`` x ``size`` images, exported to ``path``; input ``data``, output
-    ``logits``."""
+def mobilenet_v2_torch(width_mult: float = 1.0, size: int = 224, batch: int = 1
+                       ) -> tuple[Any, Any]:
+    """MobileNetV2 as a PyTorch module in eval mode, and an example input."""
     import torch
 
     torch.manual_seed(0)
     model = _mobilenet_v2_module(width_mult, 1000)
     _randomize_batch_norms(model, (max(batch, 2), 3, size, size), seed=1)
     example = torch.randn((batch, 3, size, size), generator=torch.Generator().manual_seed(2))
-    return _export(model, example, path, ["data"], ["logits"])
+    return model.eval(), example
+
+
+def mobilenet_v2(path: str | Path, width_mult: float = 1.0, size: int = 224,
+                 batch: int = 1) -> Path:
+    """MobileNetV2 (``width_mult`` scales the channels, as torchvision's) for ``batch`` x 3
+    x ``size`` x ``size`` images, exported to ``path``; input ``data``, output
+    ``logits``."""
+    return _export(*mobilenet_v2_torch(width_mult, size, batch), path, ["data"], ["logits"])
 
 
 # ---------------------------------------------------------------------------- BERT layer
@@ -237,13 +249,9 @@ def _bert_layer_module(hidden: int, heads: int) -> Any:
     return model
 
 
-def bert_layer(path: str | Path, seq: int = 128, hidden: int = 768, heads: int = 12,
-               dynamic_seq: bool = True) -> Path:
-    """One BERT encoder layer on a (1, ``seq``, ``hidden``) input, exported to ``path``;
-    input ``hidden_states``, output ``output``. With ``dynamic_seq`` the sequence axis is
-    exported as the symbolic ``seq``, so PyTorch records its ``Shape -> Gather -> Concat ->
-    Reshape`` arithmetic (``from_onnx(..., shape=...)`` makes it static); without, the
-    exporter writes those shapes as constants."""
+def bert_layer_torch(seq: int = 128, hidden: int = 768, heads: int = 12
+                     ) -> tuple[Any, Any]:
+    """One BERT encoder layer as a PyTorch module in eval mode, and an example input."""
     import torch
 
     if hidden % heads:
@@ -251,8 +259,20 @@ def bert_layer(path: str | Path, seq: int = 128, hidden: int = 768, heads: int =
     torch.manual_seed(0)
     model = _bert_layer_module(hidden, heads)
     example = torch.randn((1, seq, hidden), generator=torch.Generator().manual_seed(2))
+    return model.eval(), example
+
+
+def bert_layer(path: str | Path, seq: int = 128, hidden: int = 768, heads: int = 12,
+               dynamic_seq: bool = True) -> Path:
+    """One BERT encoder layer on a (1, ``seq``, ``hidden``) input, exported to ``path``;
+    input ``hidden_states``, output ``output``. With ``dynamic_seq`` the sequence axis is
+    exported as the symbolic ``seq``, so PyTorch records its ``Shape -> Gather -> Concat ->
+    Reshape`` arithmetic (``from_onnx(..., shape=...)`` makes it static); without, the
+    exporter writes those shapes as constants."""
     dynamic = {"hidden_states": {1: "seq"}, "output": {1: "seq"}} if dynamic_seq else None
-    return _export(model, example, path, ["hidden_states"], ["output"], dynamic)
+    return _export(*bert_layer_torch(seq, hidden, heads), path, ["hidden_states"], ["output"],
+                   dynamic)
 
 
-__all__ = ["OPSET", "bert_layer", "mobilenet_v2", "resnet18"]
+__all__ = ["OPSET", "bert_layer", "bert_layer_torch", "mobilenet_v2", "mobilenet_v2_torch",
+           "resnet18", "resnet18_torch"]
