@@ -3,15 +3,23 @@ build pipeline, and the executors.
 
 - ``lower_primitive``: a ``Primitive`` function -> its tensor-expression DAG ``Workload``.
 - ``optimize``, ``extract_tasks``, ``build`` (-> ``CompiledModel`` on the graph executor).
+- ``vm``: the virtual machine for programs with control flow: ``vm.compile`` (->
+  ``VMExecutable``: bytecode and kernels), ``VirtualMachine(executable)(*args)``.
 - ``runtime``: the standalone graph runtime (numpy + ctypes only); ``runtime.load`` loads an
   exported model.
+- ``aot_compile`` (-> ``AotModel``): the whole model as one C translation unit in one
+  library; ``aot.load`` loads an exported one (``aot_runtime``: numpy + ctypes only).
 """
 
-from . import runtime
+from . import runtime, vm
+from .aot import AotCompileError, AotModel, aot_compile
 from .build import CompiledModel, Task, TaskReport, build, extract_tasks, optimize
 from .graph_executor import GraphBuildError, plan_graph, plan_memory
 from .lower import LoweredFunction, lower_primitive
+from .vm import VirtualMachine, VMClosure, VMError, VMExecutable, VMStats
+from .vm_compiler import VMCompileError
 
-__all__ = ["CompiledModel", "GraphBuildError", "LoweredFunction", "Task", "TaskReport", "build",
-           "extract_tasks", "lower_primitive", "optimize", "plan_graph", "plan_memory",
-           "runtime"]
+__all__ = ["AotCompileError", "AotModel", "CompiledModel", "GraphBuildError", "LoweredFunction",
+           "Task", "TaskReport", "VMClosure", "VMCompileError", "VMError", "VMExecutable",
+           "VMStats", "VirtualMachine", "aot_compile", "build", "extract_tasks",
+           "lower_primitive", "optimize", "plan_graph", "plan_memory", "runtime", "vm"]

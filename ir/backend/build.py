@@ -33,7 +33,7 @@ from ..transform import (
 )
 from ..transform.fuse_ops import FuseOps
 from ..visitor import ExprVisitor
-from .graph_executor import GraphBuildError, plan_graph, plan_memory
+from .graph_executor import GraphBuildError, GraphPlan, MemoryPlan, plan_graph, plan_memory
 from .lower import LoweredFunction, lower_primitive, operator_names
 from .runtime import GRAPH_VERSION, GraphRuntime, save_artifact
 
@@ -164,18 +164,11 @@ def build(module: Module, target: Any = "cpu", schedules: Schedules = None,
     """Build ``module``'s ``@main`` for the graph executor (see the module docstring).
     ``default_schedule(workload) -> steps`` schedules the kernels ``schedules`` has nothing
     for (default: the unscheduled program)."""
-    from schedule import ScheduleError, Target, compile_library, kernel_source, make_schedule, te
+    from schedule import Target, compile_library
 
     start = time.perf_counter()
     target = Target.parse(target) if not isinstance(target, Target) else target
-    fused = optimize(module, opt_level)
-    if "main" not in fused:
-        raise GraphBuildError("the module has no @main function")
-    plan = plan_graph(fused["main"])
-    onnx_inputs = fused["main"].attrs.get("input_names")
-    if onnx_inputs is not None and len(onnx_inputs) == len(plan.input_names):
-        plan.input_names = [str(n) for n in onnx_inputs]  # the names the model's users know
-    memory = plan_memory(plan)
+    main, plan, memory = _plan(module, opt_level)
     kernels: dict[str, tuple[str, LoweredFunction]] = {}  # workload key -> (symbol, lowered)
     reports: dict[str, TaskReport] = {}
     sources: list[str] = []
@@ -194,23 +187,10 @@ def build(module: Module, target: Any = "cpu", schedules: Schedules = None,
             continue
         key = lowered.workload.key
         if key not in kernels:
-            steps = _steps_for(schedules, lowered.workload)
-            tuned, note = bool(steps), ""
-            if not steps and default_schedule is not None:
-                steps = default_schedule(lowered.workload)
-            try:
-                s, args = make_schedule(lowered.workload, steps or ())
-            except ScheduleError as exc:
-                note = f"its steps do not apply ({exc}); unscheduled program"
-                tuned = False
-                args = lowered.workload.tensors()
-                s = te.create_schedule(args[-lowered.workload.num_outputs:])
-            symbol_name = f"k{len(kernels)}"
-            k = kernel_source(s, args, target, name=symbol_name)
+            k, reports[key] = _kernel_source(lowered, target, f"k{len(kernels)}", schedules,
+                                             default_schedule)
             sources.append(k.source)
             kernels[key] = (k.signature.entry, lowered)
-            reports[key] = TaskReport(lowered.name, key, 0, lowered.workload.flops, tuned,
-                                      note)
         reports[key].count += 1
         symbol, _ = kernels[key]
         flat_in = [inputs[p][0] for p in lowered.param_order]
@@ -221,10 +201,46 @@ def build(module: Module, target: Any = "cpu", schedules: Schedules = None,
     graph = {"version": GRAPH_VERSION, "entries": plan.entries, "storages": memory.storages,
              "nodes": nodes, "inputs": plan.inputs, "input_names": plan.input_names,
              "outputs": plan.outputs, "output_structure": plan.output_structure,
-             "output_names": _output_names(fused["main"], len(plan.outputs))}
+             "output_names": _output_names(main, len(plan.outputs))}
     runtime = GraphRuntime(graph, plan.params, library, python_kernels)
     return CompiledModel(runtime, graph, plan.params, library, list(reports.values()), memory,
                          time.perf_counter() - start, exportable=not python_kernels)
+
+
+def _plan(module: Module, opt_level: int) -> tuple[Function, GraphPlan, MemoryPlan]:
+    """Optimise and fuse ``module``; its ``@main``, the graph plan and the memory plan."""
+    fused = optimize(module, opt_level)
+    if "main" not in fused:
+        raise GraphBuildError("the module has no @main function")
+    main = fused["main"]
+    plan = plan_graph(main)
+    onnx_inputs = main.attrs.get("input_names")
+    if onnx_inputs is not None and len(onnx_inputs) == len(plan.input_names):
+        plan.input_names = [str(n) for n in onnx_inputs]  # the names the model's users know
+    return main, plan, plan_memory(plan)
+
+
+def _kernel_source(lowered: LoweredFunction, target: Any, name: str, schedules: Schedules,
+                   default_schedule: Callable[[Any], Any] | None) -> tuple[Any, TaskReport]:
+    """The C source of a lowered function's kernel (entry ``tt_<name>``) scheduled with the
+    caller's steps, else the default schedule, else unscheduled (also when the steps do not
+    apply), and its report (count 0)."""
+    from schedule import ScheduleError, kernel_source, make_schedule, te
+
+    steps = _steps_for(schedules, lowered.workload)
+    tuned, note = bool(steps), ""
+    if not steps and default_schedule is not None:
+        steps = default_schedule(lowered.workload)
+    try:
+        s, args = make_schedule(lowered.workload, steps or ())
+    except ScheduleError as exc:
+        note = f"its steps do not apply ({exc}); unscheduled program"
+        tuned = False
+        args = lowered.workload.tensors()
+        s = te.create_schedule(args[-lowered.workload.num_outputs:])
+    k = kernel_source(s, args, target, name=name)
+    return k, TaskReport(lowered.name, lowered.workload.key, 0, lowered.workload.flops, tuned,
+                         note)
 
 
 def _output_names(main: Function, count: int) -> list[str]:

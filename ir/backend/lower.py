@@ -75,13 +75,15 @@ def lower_primitive(func: Function) -> LoweredFunction:
         return LoweredFunction(func, None, "the result is not tensors of static shape",
                                name=name)
     values: dict[int, Any] = {}
-    for i, p in enumerate(func.params):
+    for p in func.params:
         t = p.checked_type
         if not isinstance(t, TensorType) or not _static(t):
             return LoweredFunction(func, None, f"parameter %{p.name_hint} has type {t}",
                                    out_types=outs, name=name)
-        values[id(p)] = te.placeholder(tuple(t.shape), t.dtype, name=f"p{i}")
     try:
+        for i, p in enumerate(func.params):  # a dtype or a 0-size shape te has no form of
+            values[id(p)] = te.placeholder(tuple(p.checked_type.shape), p.checked_type.dtype,
+                                           name=f"p{i}")
         result = _lower_body(func.body, values)
     except LoweringError as exc:
         return LoweredFunction(func, None, str(exc), out_types=outs, name=name)

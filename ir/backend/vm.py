@@ -1,0 +1,575 @@
+"""The virtual machine: runs programs with control flow (``if``, ``match``, closures,
+recursion, references) that the graph executor refuses, with compiled kernels for their
+fused operators.
+
+``compile(module, target, schedules)`` runs the build's optimisation pipeline
+(``ir.backend.optimize``: InferType, SimplifyInference, FoldConstant, FoldScaleAxis,
+EliminateCommonSubexpr, DeadCodeElimination, FuseOps, InferType — every one of them works
+scope by scope through ``let``/``if``/``match``/closures and keeps effects in order, so
+the whole pipeline runs and workload keys are the ones ``ir.extract_tasks`` reports;
+FuseOps works in graph normal form and fuses each branch on its own, so a pure value that
+a ``let`` binds outside an ``if`` and the branches use is computed again in the branch),
+compiles the module to bytecode (``vm_compiler``) and builds one kernel per distinct fused
+workload: ``lower_primitive``, the steps ``schedules`` gives (a mapping from workload key,
+or a callable ``workload -> steps | None``, as ``ir.build`` takes), else the default
+(unscheduled) program, all compiled into one shared library. A fused function that cannot
+be lowered or has a dynamic shape (``Any``) runs on the operators' numpy computes
+(``ir.evaluate`` of the fused function): a *fallback*, counted in ``VirtualMachine.stats``
+and listed in ``VMExecutable.tasks``.
+
+``VirtualMachine(executable)`` runs it: ``vm(*args, **kwargs)`` / ``vm.run(...)`` calls
+``@main``, ``vm.invoke(name, ...)`` another global. Values are the interpreter's, so
+results compare with ``ir.evaluate``: tensors are numpy arrays, tuples Python tuples, ADT
+values ``ir.ADTValue``, references ``ir.RefValue``; a function value is a ``VMClosure``
+(callable from Python). Arguments are converted like the interpreter's (Python numbers and
+lists in the parameter's dtype) and checked against the parameter types in depth (the
+shapes and dtypes of the tensors inside tuples and ADT values too: the kernels trust them).
+
+The loop: one frame per call (a list of registers) on a heap stack — deep non-tail
+recursion needs no Python recursion; tail calls reuse the frame. Instructions are linked
+once per executable into tuples ``(opcode, operands...)`` whose call targets are the
+callee's code, the constant or the kernel itself, and dispatched by an ``if`` chain on
+small ints, most frequent first. A kernel call passes its arrays to the native function by
+their buffers (``ctypes.c_byte.from_buffer``: no copy; arguments from Python are made
+writable and contiguous once, on entry); a constant operand's pointer is made once, when
+linking; an array that is still read-only or non-contiguous goes the slow way (the address
+of a contiguous copy).
+
+Errors at run time (no match clause, a kernel failure, bad arguments) raise ``VMError``
+naming the function and instruction.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..expr import Function
+from ..interpreter import ADTValue, RefValue, evaluate
+from ..module import Module
+from ..types import (
+    FuncType,
+    GlobalTypeVar,
+    RefType,
+    TensorType,
+    TupleType,
+    Type,
+    TypeCall,
+    TypeData,
+    substitute,
+)
+from .build import Schedules, TaskReport, _kernel_source, optimize
+from .lower import LoweredFunction, lower_primitive
+from .vm_compiler import (
+    Instruction,
+    Invoke,
+    InvokePacked,
+    LoadConst,
+    MakeClosure,
+    Opcode,
+    Program,
+    TailInvoke,
+    VMFunction,
+    compile_program,
+)
+
+__all__ = ["VMClosure", "VMError", "VMExecutable", "VMStats", "VirtualMachine", "compile"]
+
+
+class VMError(RuntimeError):
+    """A failure while running a program on the VM (the message says what and where)."""
+
+
+@dataclass
+class VMStats:
+    """Counters of a ``VirtualMachine`` since it was made (or ``reset``)."""
+
+    instructions: int = 0
+    #: InvokePacked calls run by a compiled kernel
+    kernel_calls: int = 0
+    #: InvokePacked calls run on the operators' numpy computes
+    fallback_calls: int = 0
+
+    def reset(self) -> None:
+        self.instructions = self.kernel_calls = self.fallback_calls = 0
+
+
+# A linked InvokePacked whose fused function has no kernel (not an ``Opcode``: the VM's own)
+_FALLBACK = len(Opcode)
+
+
+class _Code:
+    """A linked function: instruction tuples, frame size, and what a call fills in."""
+
+    __slots__ = ("code", "function", "padding", "self_register")
+
+    def __init__(self, function: VMFunction):
+        self.function = function
+        self.code: list[tuple] = []
+        #: the registers after the captured values and the arguments
+        self.padding = [None] * (function.num_registers - function.num_captured
+                                 - function.num_params)
+        self.self_register = function.self_register
+
+    @property
+    def name(self) -> str:
+        return self.function.name
+
+
+class VMClosure:
+    """A function value made by the VM: the function and its captured values. Calling it
+    from Python runs it on the VM that made it."""
+
+    __slots__ = ("captured", "code", "vm")
+
+    def __init__(self, code: _Code, captured: tuple, vm: VirtualMachine):
+        self.code, self.captured, self.vm = code, captured, vm
+
+    def __call__(self, *args: object, **kwargs: object) -> object:
+        fn = self.code.function
+        values = _bind(fn, args, kwargs, self.vm.executable.module)
+        regs = [*self.captured, *values, *self.code.padding]
+        if self.code.self_register is not None:
+            regs[self.code.self_register] = self
+        return self.vm._execute(self.code, regs)
+
+    def __repr__(self) -> str:
+        return f"VMClosure(@{self.code.name})"
+
+
+# ------------------------------------------------------------------------------ kernels
+
+_POINTER = ctypes.POINTER(ctypes.c_byte)
+
+
+def _address(a: np.ndarray) -> Any:
+    """A pointer to ``a``'s data the slow way (a read-only array, such as a constant, or a
+    non-contiguous one: a contiguous copy), which keeps the data alive."""
+    return np.ascontiguousarray(a).ctypes.data_as(_POINTER)
+
+
+def _kernel_function(fn: Any, outputs: list[tuple[tuple[int, ...], np.dtype]],
+                     is_tuple: bool, name: str) -> Callable[[list, tuple], object]:
+    """A callable ``run(registers, operands)`` running one compiled kernel, returning fresh
+    output arrays. Each operand (in the kernel's argument order) is a register index or
+    the pointer of a constant (made once, when linking)."""
+    buf = ctypes.c_byte.from_buffer
+    empty = np.empty
+
+    def pointers(regs: list, operands: tuple) -> list:
+        """The slow path: an input that is read-only or not C-contiguous."""
+        return [(_address(regs[a]) if type(a) is int else a) for a in operands]
+
+    def failed() -> VMError:
+        return VMError(f"kernel {name} could not allocate a buffer")
+
+    if not is_tuple:
+        ((shape, dtype),) = outputs
+
+        def run(regs: list, operands: tuple) -> np.ndarray:
+            out = empty(shape, dtype)
+            try:
+                args = [(buf(regs[a]) if type(a) is int else a) for a in operands]
+            except (TypeError, ValueError):
+                args = pointers(regs, operands)
+            if fn(*args, buf(out)):
+                raise failed()
+            return out
+        return run
+
+    def run_tuple(regs: list, operands: tuple) -> tuple:
+        outs = [empty(shape, dtype) for shape, dtype in outputs]
+        try:
+            args = [(buf(regs[a]) if type(a) is int else a) for a in operands]
+        except (TypeError, ValueError):
+            args = pointers(regs, operands)
+        if fn(*args, *map(buf, outs)):
+            raise failed()
+        return tuple(outs)
+    return run_tuple
+
+
+def _numpy_function(func: Function) -> Callable[[list, tuple], object]:
+    """A fused function without a kernel, run by the interpreter on numpy (called like a
+    kernel, on the registers of its arguments). Its results are made writable and
+    C-contiguous (a numpy compute may return a view), as kernels take them."""
+    def writable(a: object) -> object:
+        return np.require(a, requirements=("C", "W")) if isinstance(a, np.ndarray) else a
+
+    def run(regs: list, operands: tuple) -> object:
+        out = evaluate(func, *[regs[a] for a in operands])
+        return tuple(map(writable, out)) if type(out) is tuple else writable(out)
+    return run
+
+
+@dataclass
+class _Packed:
+    """How one InvokePacked runs: a kernel (its argument order) or the numpy fallback."""
+
+    run: Callable[[list, tuple], object]
+    #: for each kernel argument, the index of the fused function's parameter (None: the
+    #: numpy fallback, called on the parameters in order)
+    order: list[int] | None
+
+
+def _no_kernel(lowered: LoweredFunction) -> str:
+    """Why a fused function runs on numpy ("" when it gets a kernel)."""
+    if lowered.workload is None:
+        return lowered.reason
+    if any(0 in tuple(t.shape) for t in lowered.workload.tensors()):
+        return "a zero-sized tensor"
+    return ""
+
+
+def _build_kernels(program: Program, target: Any, schedules: Schedules,
+                   default_schedule: Callable[[Any], Any] | None
+                   ) -> tuple[list[_Packed], list[TaskReport], Any, Any]:
+    """One ``_Packed`` per fused function of the program (a kernel per distinct workload,
+    all in one library); the task reports; the library's path and loaded handle (None
+    without kernels)."""
+    from schedule import compile_library
+
+    lowered = [lower_primitive(p.function) for p in program.packed]
+    reasons = [_no_kernel(low) for low in lowered]
+    symbols: dict[str, str] = {}  # workload key -> entry symbol
+    sources: list[str] = []
+    reports: dict[str, TaskReport] = {}
+    for low, reason in zip(lowered, reasons, strict=True):
+        key = f"numpy:{low.name}:{reason}" if reason else low.workload.key
+        if key not in reports:
+            if reason:
+                reports[key] = TaskReport(low.name, None, 0, 0.0, False, f"numpy: {reason}")
+            else:
+                k, reports[key] = _kernel_source(low, target, f"vm{len(symbols)}", schedules,
+                                                 default_schedule)
+                sources.append(k.source)
+                symbols[key] = k.signature.entry
+        reports[key].count += 1
+    library = handle = None
+    if sources:
+        library, _ = compile_library(sources, tuple(target.compiler_flags()))
+        handle = ctypes.CDLL(str(library))
+    kernels: dict[str, Callable[[list, tuple], object]] = {}
+    packed: list[_Packed] = []
+    for low, reason in zip(lowered, reasons, strict=True):
+        if reason:
+            packed.append(_Packed(_numpy_function(low.function), None))
+            continue
+        key = low.workload.key
+        if key not in kernels:
+            fn = getattr(handle, symbols[key])
+            fn.argtypes = [_POINTER] * (len(low.param_order) + len(low.out_types))
+            fn.restype = ctypes.c_int32
+            outs = [(tuple(int(d) for d in t.shape), np.dtype(t.dtype)) for t in low.out_types]
+            is_tuple = isinstance(low.function.body.checked_type, TupleType)
+            kernels[key] = _kernel_function(fn, outs, is_tuple, low.name)
+        packed.append(_Packed(kernels[key], list(low.param_order)))
+    return packed, list(reports.values()), library, handle
+
+
+# --------------------------------------------------------------------------- executable
+
+
+def _link(ins: Instruction, codes: list[_Code], constants: list[np.ndarray],
+          packed: list[_Packed], const_registers: dict[int, Any]) -> tuple:
+    """The tuple the VM runs for ``ins``: call targets, constants and kernels resolved.
+    ``const_registers``: the function's registers loaded by ``LoadConst`` (each written
+    once) and the pointers of their constants, passed to kernels directly. The opcode is a
+    plain int (compared fastest)."""
+    op = int(ins.opcode)
+    if isinstance(ins, Invoke):
+        return (op, ins.dst, codes[ins.func], ins.args)
+    if isinstance(ins, MakeClosure):
+        return (op, ins.dst, codes[ins.func], ins.captured)
+    if isinstance(ins, TailInvoke):
+        return (op, codes[ins.func], ins.args)
+    if isinstance(ins, LoadConst):
+        return (op, ins.dst, constants[ins.index])
+    if isinstance(ins, InvokePacked):
+        p = packed[ins.packed]
+        if p.order is None:
+            return (_FALLBACK, ins.dst, p.run, ins.args)
+        args = tuple(ins.args[i] for i in p.order)
+        return (op, ins.dst, p.run, tuple(const_registers.get(a, a) for a in args))
+    return (op, *ins.operands())
+
+
+def _link_function(code: _Code, codes: list[_Code], program: Program,
+                   packed: list[_Packed]) -> None:
+    loads = [ins for ins in code.function.instructions if isinstance(ins, LoadConst)]
+    pointers = {ins.dst: _address(program.constants[ins.index]) for ins in loads}
+    code.code = [_link(ins, codes, program.constants, packed, pointers)
+                 for ins in code.function.instructions]
+
+
+@dataclass
+class VMExecutable:
+    """A compiled program: the bytecode, the kernels, and how each fused function runs."""
+
+    program: Program
+    module: Module  # the optimised, fused module the program was compiled from
+    target: Any
+    tasks: list[TaskReport] = field(default_factory=list)
+    library: Any = None  # the kernel library's path (None: no kernels)
+    build_seconds: float = 0.0
+    codes: list[_Code] = field(default_factory=list, repr=False)
+    _handle: Any = field(default=None, repr=False)  # the loaded library, kept loaded
+
+    def disassemble(self) -> str:
+        """The bytecode, then how each fused function runs."""
+        lines = [self.program.disassemble()]
+        lines += [f"{t.name}: " + (f"kernel {t.key}, {t.count} call site(s), "
+                                   f"{'tuned' if t.tuned else 'default'} schedule"
+                                   if t.key else f"{t.note}, {t.count} call site(s)")
+                  for t in self.tasks]
+        return "\n".join(lines) + "\n"
+
+
+def compile(module: Module, target: Any = "cpu", schedules: Schedules = None,
+            opt_level: int = 3, default_schedule: Callable[[Any], Any] | None = None
+            ) -> VMExecutable:
+    """Optimise and fuse ``module``, compile it to VM bytecode and build its kernels (see
+    the module docstring). ``default_schedule(workload) -> steps`` schedules the kernels
+    ``schedules`` has nothing for."""
+    from schedule import Target
+
+    start = time.perf_counter()
+    target = target if isinstance(target, Target) else Target.parse(target)
+    fused = optimize(module, opt_level)
+    if "main" not in fused:
+        raise VMError("the module has no @main function")
+    program = compile_program(fused)
+    packed, tasks, library, handle = _build_kernels(program, target, schedules,
+                                                    default_schedule)
+    codes = [_Code(f) for f in program.functions]
+    for code in codes:
+        _link_function(code, codes, program, packed)
+    return VMExecutable(program, fused, target, tasks, library,
+                        time.perf_counter() - start, codes, handle)
+
+
+# ------------------------------------------------------------------------------ arguments
+
+
+def _convert(value: object, t: Type | None, where: str) -> object:
+    """A Python argument as a VM value: tensors from numbers and lists (in the annotated
+    dtype), tuples of them; other values as they are (checked by ``_check``)."""
+    if isinstance(t, TupleType) and type(value) in (tuple, list):
+        items = list(value)
+        if len(items) != len(t.fields):
+            raise VMError(f"{where} must be a tuple of {len(t.fields)} fields, got "
+                          f"{len(items)}")
+        return tuple(_convert(v, f, f"{where}.{i}")
+                     for i, (v, f) in enumerate(zip(items, t.fields, strict=True)))
+    if isinstance(t, TensorType) and isinstance(value, np.ndarray):
+        # kernels read arrays in place: a read-only or non-contiguous one is copied once
+        return np.require(value, requirements=("C", "W"))
+    if isinstance(t, TensorType) and not isinstance(value, ADTValue | VMClosure | RefValue
+                                                    | tuple):
+        try:
+            return np.asarray(value, dtype=t.dtype)
+        except (TypeError, ValueError) as exc:
+            raise VMError(f"{where} is not a tensor of {t}: {exc}") from None
+    return value
+
+
+def _check(value: object, t: Type | None, module: Module, where: str) -> None:
+    """Check ``value`` against type ``t`` in depth (iteratively: long lists are fine)."""
+    field_types: dict[tuple[int, str], tuple[Type, ...]] = {}
+    stack = [(value, t, where)]
+    while stack:
+        v, ty, at = stack.pop()
+        if isinstance(ty, TensorType):
+            if not isinstance(v, np.ndarray | np.generic):  # (a numpy scalar is 0-d)
+                raise VMError(f"{at} must be a tensor of {ty} (a numpy array), got "
+                              f"{type(v).__name__}")
+            if str(v.dtype) != ty.dtype or v.ndim != len(ty.shape) or any(
+                    isinstance(d, int) and d != s for d, s in zip(ty.shape, v.shape,
+                                                                  strict=True)):
+                raise VMError(f"{at} is a {v.dtype} tensor of shape {tuple(v.shape)}, "
+                              f"expected {ty}")
+        elif isinstance(ty, TupleType):
+            if type(v) is not tuple or len(v) != len(ty.fields):
+                raise VMError(f"{at} must be a tuple of {len(ty.fields)} fields")
+            stack.extend((f, ft, f"{at}.{i}") for i, (f, ft) in
+                         enumerate(zip(v, ty.fields, strict=True)))
+        elif isinstance(ty, TypeCall | GlobalTypeVar):
+            header, args = (ty.func, ty.args) if isinstance(ty, TypeCall) else (ty, ())
+            data = module.type_definitions.get(header)
+            if not isinstance(v, ADTValue) or not isinstance(data, TypeData):
+                raise VMError(f"{at} must be a value of type {ty}, got {type(v).__name__}")
+            con = next((c for c in data.constructors if c.name == v.name), None)
+            if con is None or con.tag != v.constructor.tag or len(v.fields) != len(
+                    con.inputs):
+                raise VMError(f"{at}: {v.name} is not a constructor of {ty}")
+            key = (id(ty), con.name)
+            if key not in field_types:
+                mapping = dict(zip(data.type_vars, args, strict=False))
+                field_types[key] = tuple(substitute(i, mapping) for i in con.inputs)
+            stack.extend((f, ft, f"{at}.{con.name}[{i}]") for i, (f, ft) in
+                         enumerate(zip(v.fields, field_types[key], strict=True)))
+        elif isinstance(ty, FuncType):
+            if not isinstance(v, VMClosure):
+                raise VMError(f"{at} must be a function made by the VM (a VMClosure), got "
+                              f"{type(v).__name__}")
+        elif isinstance(ty, RefType):
+            if not isinstance(v, RefValue):
+                raise VMError(f"{at} must be a reference (RefValue)")
+            stack.append((v.value, ty.value, f"{at}.value"))
+
+
+def _bind(fn: VMFunction, args: Sequence[object], kwargs: Mapping[str, object],
+          module: Module) -> list[object]:
+    """The arguments of a call from Python, by position then by parameter name, converted
+    and checked against the parameter types."""
+    where = f"@{fn.name}"
+    if len(args) > fn.num_params:
+        raise VMError(f"{where} takes {fn.num_params} arguments "
+                      f"({', '.join('%' + p for p in fn.params)}), got {len(args)}")
+    values: list[object] = list(args)
+    for name in fn.params[len(args):]:
+        if name not in kwargs:
+            raise VMError(f"{where}: missing argument %{name} (parameters: "
+                          f"{', '.join('%' + p for p in fn.params)})")
+        values.append(kwargs[name])
+    extra = set(kwargs) - set(fn.params[len(args):])
+    if extra:
+        raise VMError(f"{where}: unexpected argument(s) {', '.join(sorted(extra))}")
+    out = []
+    for name, value, t in zip(fn.params, values, fn.param_types, strict=True):
+        value = _convert(value, t, f"{where} argument %{name}")
+        _check(value, t, module, f"{where} argument %{name}")
+        out.append(value)
+    return out
+
+
+# ------------------------------------------------------------------------------ the VM
+
+
+class VirtualMachine:
+    """Runs a ``VMExecutable``: ``vm(*args, **kwargs)`` calls ``@main``."""
+
+    def __init__(self, executable: VMExecutable):
+        self.executable = executable
+        self.stats = VMStats()
+
+    def run(self, *args: object, **kwargs: object) -> object:
+        """``@main``'s value on these arguments."""
+        return self.invoke("main", *args, **kwargs)
+
+    __call__ = run
+
+    def invoke(self, name: str, *args: object, **kwargs: object) -> object:
+        """The value of global function ``name`` on these arguments."""
+        index = self.executable.program.globals.get(name)
+        if index is None:
+            raise VMError(f"the program has no global function @{name}")
+        code = self.executable.codes[index]
+        values = _bind(code.function, args, kwargs, self.executable.module)
+        return self._execute(code, [*values, *code.padding])
+
+    def _execute(self, fn: _Code, regs: list) -> object:
+        """Run ``fn`` on its filled frame to its return value: the interpreter loop."""
+        (MOVE, LOAD_CONST, ALLOC_TUPLE, GET_FIELD, ALLOC_ADT, GET_ADT_FIELD, CHECK_TAG,
+         JUMP_UNLESS, GOTO, INVOKE, TAIL_INVOKE, MAKE_CLOSURE, INVOKE_CLOSURE, INVOKE_PACKED,
+         REF_NEW, REF_READ, REF_WRITE, RET, FAIL, TAIL_INVOKE_CLOSURE) = (int(op) for op in Opcode)
+        FALLBACK = _FALLBACK
+        code, pc = fn.code, 0
+        stack: list[tuple] = []
+        executed = kernels = fallbacks = 0
+        try:
+            while True:
+                ins = code[pc]
+                pc += 1
+                executed += 1
+                op = ins[0]
+                if op == INVOKE_PACKED:
+                    regs[ins[1]] = ins[2](regs, ins[3])
+                    kernels += 1
+                elif op == GET_FIELD:
+                    regs[ins[1]] = regs[ins[2]][ins[3]]
+                elif op == INVOKE:
+                    callee = ins[2]
+                    new = [regs[a] for a in ins[3]]
+                    new += callee.padding
+                    stack.append((fn, code, pc, regs, ins[1]))
+                    fn, code, pc, regs = callee, callee.code, 0, new
+                elif op == RET:
+                    value = regs[ins[1]]
+                    if not stack:
+                        return value
+                    fn, code, pc, regs, dst = stack.pop()
+                    regs[dst] = value
+                elif op == LOAD_CONST:
+                    regs[ins[1]] = ins[2]
+                elif op == JUMP_UNLESS:
+                    if not regs[ins[1]]:
+                        pc = ins[2]
+                elif op == CHECK_TAG:
+                    if regs[ins[1]].constructor.tag != ins[2]:
+                        pc = ins[3]
+                elif op == GET_ADT_FIELD:
+                    regs[ins[1]] = regs[ins[2]][1][ins[3]]
+                elif op == ALLOC_ADT:
+                    regs[ins[1]] = ADTValue(ins[2], [regs[a] for a in ins[3]])
+                elif op == ALLOC_TUPLE:
+                    regs[ins[1]] = tuple([regs[a] for a in ins[2]])
+                elif op == MOVE:
+                    regs[ins[1]] = regs[ins[2]]
+                elif op == GOTO:
+                    pc = ins[1]
+                elif op == INVOKE_CLOSURE:
+                    closure = regs[ins[2]]
+                    callee = closure.code
+                    new = [*closure.captured, *[regs[a] for a in ins[3]]]
+                    new += callee.padding
+                    if callee.self_register is not None:
+                        new[callee.self_register] = closure
+                    stack.append((fn, code, pc, regs, ins[1]))
+                    fn, code, pc, regs = callee, callee.code, 0, new
+                elif op == TAIL_INVOKE_CLOSURE:
+                    closure = regs[ins[1]]
+                    callee = closure.code
+                    new = [*closure.captured, *[regs[a] for a in ins[2]]]
+                    new += callee.padding
+                    if callee.self_register is not None:
+                        new[callee.self_register] = closure
+                    fn, code, pc, regs = callee, callee.code, 0, new
+                elif op == TAIL_INVOKE:
+                    callee = ins[1]
+                    new = [regs[a] for a in ins[2]]
+                    new += callee.padding
+                    fn, code, pc, regs = callee, callee.code, 0, new
+                elif op == MAKE_CLOSURE:
+                    regs[ins[1]] = VMClosure(ins[2], tuple([regs[a] for a in ins[3]]), self)
+                elif op == FALLBACK:
+                    regs[ins[1]] = ins[2](regs, ins[3])
+                    fallbacks += 1
+                elif op == REF_NEW:
+                    regs[ins[1]] = RefValue(regs[ins[2]])
+                elif op == REF_READ:
+                    regs[ins[1]] = regs[ins[2]].value
+                elif op == REF_WRITE:
+                    regs[ins[2]].value = regs[ins[3]]
+                    regs[ins[1]] = ()
+                elif op == FAIL:
+                    raise VMError(ins[1])
+                else:
+                    raise VMError(f"unknown opcode {op}")
+        except Exception as exc:
+            raise self._locate(exc, fn, pc - 1) from exc
+        finally:
+            self.stats.instructions += executed
+            self.stats.kernel_calls += kernels
+            self.stats.fallback_calls += fallbacks
+
+    def _locate(self, exc: Exception, fn: _Code, pc: int) -> VMError:
+        """``exc`` as a ``VMError`` naming the function and instruction it happened at."""
+        text = fn.function.instructions[pc].text(self.executable.program)
+        message = str(exc) if isinstance(exc, VMError) else f"{type(exc).__name__}: {exc}"
+        return VMError(f"{message} (in @{fn.name}, instruction {pc}: {text})")
