@@ -93,6 +93,8 @@ def reduction(name: str) -> Callable:
         axes = reduce_axes(name, TensorType(tuple(x.shape), x.dtype), attrs)
         if not axes:
             raise LoweringError(f"{name}: no axis to reduce")
+        if x.dtype == "bool":
+            raise LoweringError(f"{name}: the op library reduces numbers, not bool")
         fn = ops.reduce_sum if name == "sum" else ops.reduce_max
         return fn(x, list(axes), keepdims=attrs.keepdims)
 

@@ -1,6 +1,7 @@
 """An ``onnx.backend.base.Backend`` over the IR, for ONNX's backend node tests (helpers, not
 tests): ``IRBackend.prepare(model)`` gives a rep whose ``run(inputs)`` imports the model with
-``ir.frontend.from_onnx`` and runs it with ``execute``.
+``ir.frontend.from_onnx`` and runs it with ``execute`` on the interpreter;
+``GraphBackend`` builds it for the graph executor instead (compiled kernels).
 
 ONNX's node tests feed every operand as a graph input, also those our importer needs at
 import time (a Reshape's shape, a Slice's bounds, reduction axes). The rep therefore
@@ -13,6 +14,7 @@ module is also checked to round-trip through the text format.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -23,12 +25,33 @@ from onnx.backend.base import Backend, BackendRep
 import ir
 from ir.frontend import OnnxImportError, from_onnx
 
+#: How an imported model runs: the numpy interpreter, or built for the graph executor
+#: (fused, lowered and compiled with the default schedules; a fused group without a
+#: lowering runs on numpy inside the compiled model).
+EXECUTORS = ("interpreter", "graph")
 
-def execute(module: ir.Module, args: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """Run the imported ``@main`` on ``args``: the one place that says how imported models
-    run (the numpy interpreter for now; the compiled executor later)."""
-    out = ir.evaluate(module, *args)
-    return [np.asarray(v) for v in (out if isinstance(out, tuple) else (out,))]
+
+@dataclass
+class Execution:
+    """The outputs of one run, and whether every fused group ran as a compiled kernel."""
+
+    outputs: list[np.ndarray]
+    all_compiled: bool
+
+
+def execute(module: ir.Module, args: Sequence[np.ndarray], executor: str = "interpreter"
+            ) -> Execution:
+    """Run the imported ``@main`` on ``args`` with ``executor`` (one of ``EXECUTORS``)."""
+    if executor == "graph":
+        compiled = ir.build(module, "cpu")
+        out = compiled(*args)
+        all_compiled = compiled.exportable  # no fused group fell back to numpy
+    elif executor == "interpreter":
+        out, all_compiled = ir.evaluate(module, *args), False
+    else:
+        raise ValueError(f"unknown executor {executor!r}; one of {', '.join(EXECUTORS)}")
+    values = out if isinstance(out, tuple) else (out,)
+    return Execution([np.asarray(v) for v in values], all_compiled)
 
 
 def bind_inputs(model: onnx.ModelProto, values: dict[str, np.ndarray]) -> onnx.ModelProto:
@@ -64,8 +87,10 @@ def import_with_inputs(model: onnx.ModelProto, inputs: Sequence[np.ndarray]
 
 
 class IRBackendRep(BackendRep):
-    def __init__(self, model: onnx.ModelProto):
+    def __init__(self, model: onnx.ModelProto, executor: str):
         self.model = model
+        self.executor = executor
+        self.last: Execution | None = None
 
     def run(self, inputs: Any, **kwargs: Any) -> tuple[np.ndarray, ...]:
         if isinstance(inputs, dict):
@@ -76,20 +101,30 @@ class IRBackendRep(BackendRep):
         if ir.parse(ir.astext(module)) != module:
             raise AssertionError("the imported module does not round-trip through the text "
                                  "format")
-        return tuple(execute(module, args))
+        self.last = execute(module, args, self.executor)
+        return tuple(self.last.outputs)
 
 
 class IRBackend(Backend):
-    """Runs ONNX models on the IR (CPU only)."""
+    """Runs ONNX models on the IR's interpreter (CPU only)."""
+
+    executor = "interpreter"
 
     @classmethod
     def prepare(cls, model: onnx.ModelProto, device: str = "CPU", **kwargs: Any
                 ) -> IRBackendRep:
-        return IRBackendRep(model)
+        return IRBackendRep(model, cls.executor)
 
     @classmethod
     def supports_device(cls, device: str) -> bool:
         return device == "CPU"
 
 
-__all__ = ["IRBackend", "IRBackendRep", "bind_inputs", "execute", "import_with_inputs"]
+class GraphBackend(IRBackend):
+    """Runs ONNX models built for the graph executor (compiled kernels)."""
+
+    executor = "graph"
+
+
+__all__ = ["EXECUTORS", "Execution", "GraphBackend", "IRBackend", "IRBackendRep", "bind_inputs",
+           "execute", "import_with_inputs"]

@@ -1,95 +1,13 @@
 """ONNX's backend tests run on the IR: each included case (a one-operator model, a function
 body expanded into supported operators, or one of the small PyTorch-converted models that
-ship with onnx) is imported with ``from_onnx`` and run by ``ir.evaluate`` through our
-``IRBackend``; ONNX's runner checks the output dtypes and shapes exactly and the values to
-the case's tolerance (rtol 1e-3).
-
-``onnx.backend.test.BackendTest`` builds its cases in memory (the node tests from onnx's
-case generators, the others from the data files in the package). Only the included
-patterns become pytest tests here; an excluded case of a supported operator shows as
-skipped, with the reason in ``EXCLUDE``.
+ship with onnx; the selection is in ``node_tests``) is imported with ``from_onnx`` and run
+by ``ir.evaluate`` through our ``IRBackend``; ONNX's runner checks the output dtypes and
+shapes exactly and the values to the case's tolerance (rtol 1e-3).
 """
 
 from __future__ import annotations
 
-import re
-import unittest
-import warnings
-
-import onnx.backend.test
-
+from .node_tests import backend_test_classes
 from .onnx_backend import IRBackend
 
-INCLUDE = [
-    # elementwise math and activations
-    r"^test_(abs|neg|reciprocal|sqrt|exp|log|erf|floor|ceil|sign|sigmoid|tanh|relu|not)_",
-    r"^test_(leakyrelu|prelu|elu|selu|softplus|hardsigmoid|hardswish|gelu)_",
-    r"^test_(add|sub|mul|div|pow|sum|mean|max|min|clip|where)_",
-    r"^test_(and|or|xor|equal|less|greater)",
-    r"^test_cast_(FLOAT|FLOAT16|DOUBLE)_to_(FLOAT|FLOAT16|DOUBLE)_cpu$",
-    r"^test_castlike_(FLOAT|FLOAT16|DOUBLE)_to_(FLOAT|FLOAT16|DOUBLE)(_expanded)?_cpu$",
-    # reductions
-    r"^test_reduce_(mean|sum|max|min|prod)_(do_not|keepdims|default|negative|empty|bool)",
-    r"^test_reduce_(l1|l2|log_sum|log_sum_exp)_.*_expanded",
-    r"^test_arg(max|min)_",
-    # shapes and constants
-    r"^test_(reshape|flatten|transpose|squeeze|unsqueeze|concat|slice|expand)_",
-    r"^test_split_(equal|variable|zero|1d|2d)",
-    r"^test_gather_(0|1|2d_indices|negative_indices)_",
-    r"^test_(shape|size|range|tile|identity|constant|constantofshape)_",
-    r"^test_(constant|edge|reflect|wrap)_pad",
-    r"^test_(training_)?dropout",
-    # neural-network operators
-    r"^test_(basic_)?conv_", r"^test_convtranspose", r"^test_gemm_", r"^test_matmul_",
-    r"^test_(maxpool|averagepool|globalaveragepool|globalmaxpool)_",
-    r"^test_batchnorm_", r"^test_layer_normalization_", r"^test_instancenorm_",
-    r"^test_(softmax|logsoftmax)_(example|large_number|axis|negative_axis|default_axis)",
-    # function bodies of other operators, expanded into supported ones
-    r"^test_(celu|mish|mvn|swish|softsign|shrink|thresholdedrelu)_.*expanded",
-    r"^test_(depthtospace|spacetodepth|rms_normalization|group_normalization)_.*expanded",
-    r"^test_(rotary_embedding|flexattention|causal_conv_with_state)_.*expanded",
-    # the small models converted from PyTorch modules (opset 6) and operators
-    r"^test_[A-Z][A-Za-z0-9]*(_|$)", r"^test_operator_",
-    r"^test_(single_relu_model|expand_shape_model)",
-]
-
-EXCLUDE = {
-    # 3-d convolution and pooling: the IR has 1-d (as 2-d) and 2-d windows only
-    r"^test_(maxpool|averagepool|convtranspose)_3d": "3-d windows",
-    r"^test_(Conv3d|AvgPool3d|MaxPool3d)": "3-d windows",
-    r"^test_maxpool_with_argmax": "MaxPool's Indices output",
-    # training-time behaviour: the importer is for inference
-    r"^test_batchnorm_.*training_mode": "BatchNormalization in training mode",
-    r"^test_training_dropout(_default|_mask|_cpu)": "random dropout (training_mode=True)",
-    # dtypes and types the IR has no counterpart for
-    r"^test_equal_string": "string tensors",
-    r"^test_identity_(sequence|opt)": "sequence and optional values",
-    r"bfloat16": "bfloat16",
-    r"^test_causal_conv_with_state_silu_fp16": "float16 rounding beyond the tolerance",
-    r"^test_range_.*_expanded": "Range's function body is a Loop",
-}
-
-with warnings.catch_warnings():  # onnx's case generators warn about their own overflows
-    warnings.simplefilter("ignore")
-    backend_test = onnx.backend.test.BackendTest(IRBackend, __name__)
-for _pattern in INCLUDE:
-    backend_test.include(_pattern)
-for _pattern in EXCLUDE:
-    backend_test.exclude(_pattern)
-
-
-def _included_only(cases: dict[str, type]) -> dict[str, type]:
-    """The test classes with only the included cases (the others would be thousands of
-    skipped tests)."""
-    patterns = [re.compile(p) for p in INCLUDE]
-    out = {}
-    for class_name, case in cases.items():
-        tests = {name: fn for name, fn in vars(case).items()
-                 if name.endswith("_cpu") and any(p.search(name) for p in patterns)}
-        if tests:
-            out[class_name] = type(class_name, (unittest.TestCase,),
-                                   {"__module__": __name__, **tests})
-    return out
-
-
-globals().update(_included_only(backend_test.test_cases))
+globals().update(backend_test_classes(IRBackend, __name__))
