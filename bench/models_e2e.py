@@ -71,6 +71,32 @@ def export(name: str, directory: Path) -> Path:
     return getattr(models, name)(path)
 
 
+LAYOUT_WORDS = ("transpose", "reshape", "layout_transform", "squeeze", "expand_dims",
+                "strided_slice", "concatenate", "copy")
+COMPUTE_WORDS = ("conv2d", "dense", "matmul", "pool", "softmax", "layer_norm", "mean", "sum",
+                 "max", "min", "variance")
+
+
+def time_split(model: Any, x: np.ndarray, repeat: int) -> dict[str, float]:
+    """Shares of one run's time: kernels that compute (conv, dense, matmul, pooling,
+    reductions...), other elementwise/injective kernels, layout kernels (transpose, reshape
+    ...), and the executor itself (a whole run minus the sum of its nodes' times)."""
+    model.runtime.set_inputs(x)
+    nodes = model.runtime.profile(repeat)
+    whole = median_latency(model.runtime.run, repeat)
+    split = {"compute": 0.0, "elementwise": 0.0, "layout": 0.0}
+    for name, seconds in nodes:
+        if any(w in name for w in COMPUTE_WORDS):
+            split["compute"] += seconds
+        elif any(w in name for w in LAYOUT_WORDS):
+            split["layout"] += seconds
+        else:
+            split["elementwise"] += seconds
+    split["executor"] = max(whole - sum(split.values()), 0.0)
+    total = sum(split.values())
+    return {k: v / total for k, v in split.items()}
+
+
 def relative_error(got: np.ndarray, want: np.ndarray) -> float:
     return float(np.max(np.abs(got - want)) / max(np.max(np.abs(want)), 1e-30))
 
@@ -121,6 +147,9 @@ def bench_model(name: str, db: str, tune_trials: int, repeat: int, workdir: Path
     row["tuned_share"] = tuned.tuned_share()
     row["tuned_error"] = relative_error(tuned(x), want)
     row["tuned_s"] = median_latency(lambda: tuned(x), repeat)
+    row["time_split"] = time_split(tuned, x, repeat)
+    row["activation_bytes"] = {"unshared": tuned.memory.bytes_unshared,
+                               "planned": tuned.memory.bytes_planned}
     return row
 
 
@@ -141,6 +170,10 @@ def report(rows: list[dict[str, Any]]) -> str:
             lines.append(f"{'':13} tuned with {r['tuning_trials']} trials over {r['tasks']} "
                          f"tasks in {r['tuning_wall_s'] / 60:.1f} min; estimate "
                          f"{ms(r['estimated_latency_s'])}")
+        split = ", ".join(f"{k} {v:.0%}" for k, v in r["time_split"].items())
+        memory = r["activation_bytes"]
+        lines.append(f"{'':13} time: {split}; activations {memory['unshared'] / 2**20:.1f} MiB "
+                     f"-> {memory['planned'] / 2**20:.1f} MiB with the memory plan")
         if r.get("torch_compile_error"):
             lines.append(f"{'':13} torch.compile: {r['torch_compile_error']}")
     lines.append("(x > 1: tensortune tuned is faster; each latency is the median of "

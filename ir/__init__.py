@@ -21,7 +21,17 @@ Imports only numpy, the standard library and ``schedule`` (its top-level package
 
 from . import op
 from .attrs import Attrs
-from .backend import CompiledModel, GraphBuildError, build, extract_tasks, optimize, runtime
+from .backend import (
+    AotCompileError,
+    AotModel,
+    CompiledModel,
+    GraphBuildError,
+    aot_compile,
+    build,
+    extract_tasks,
+    optimize,
+    runtime,
+)
 from .builder import const, var
 from .errors import IRTypeError
 from .expr import (
@@ -90,6 +100,8 @@ __all__ = [
     "ADTValue",
     "Any",
     "AnyDim",
+    "AotCompileError",
+    "AotModel",
     "Attrs",
     "Call",
     "Clause",
@@ -146,6 +158,7 @@ __all__ = [
     "TypeVar",
     "Var",
     "all_vars",
+    "aot_compile",
     "assert_structural_equal",
     "astext",
     "bound_vars",

@@ -232,6 +232,8 @@ def _parallel(s: te.Schedule, stage: te.Stage, decide: Decide) -> None:
 
 
 def _vectorize(task: SearchTask, s: te.Schedule, stage: te.Stage, decide: Decide) -> None:
+    if not stage.leaf_iter_vars:  # a scalar (0-d) stage has no loop
+        return
     inner = stage.leaf_iter_vars[-1]
     if inner.is_reduce or inner in stage.annotations or inner in _attach_points(s, stage):
         return

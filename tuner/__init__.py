@@ -24,7 +24,7 @@ from .callbacks import (
 )
 from .cli_service import is_loopback
 from .jobs import cancel_job, requeue_job, resume_job, run_job, submit_job
-from .model_compile import CompileError, compile, model_tasks
+from .model_compile import CompileError, best_schedules, compile, model_tasks
 from .model_import import ModelImportError, ModelTasks, import_model_tasks
 from .model_tune import model_best, model_job_tasks, tune_model
 from .progress import TASK_STATES, BestSchedule, TaskProgress, TimeSplit, TuneResult
@@ -67,6 +67,7 @@ __all__ = [
     "Workload",
     "__version__",
     "apply_best",
+    "best_schedules",
     "build_best",
     "cancel_job",
     "compile",

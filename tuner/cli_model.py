@@ -56,22 +56,35 @@ def _cmd_tasks(args: argparse.Namespace) -> int:
     return 0
 
 
+def _tuned_share(tasks: list[Any]) -> float:
+    total = sum(t.flops * t.count for t in tasks)
+    return sum(t.flops * t.count for t in tasks if t.tuned) / total if total else 0.0
+
+
 def _cmd_compile(args: argparse.Namespace) -> int:
     from .model_compile import CompileError, compile
 
     start = time.perf_counter()
     try:
-        model = compile(args.model, _target(args), args.db, strict=args.strict)
+        model = compile(args.model, _target(args), args.db, strict=args.strict,
+                        executor=args.executor)
         path = model.export(args.output)
     except (CompileError, ValueError, OSError, MemoryError) as exc:
         raise _compile_error(exc) from None
     tasks = [{"name": t.name, "key": t.key, "count": t.count, "flops": t.flops,
               "tuned": t.tuned, "note": t.note} for t in model.tasks]
-    summary = {"model": args.model, "output": str(path), "tasks": tasks,
-               "tuned_flops_share": model.tuned_share(),
-               "memory": {"activation_bytes_unshared": model.memory.bytes_unshared,
-                          "activation_bytes_planned": model.memory.bytes_planned},
-               "seconds": time.perf_counter() - start}
+    if args.executor == "graph":
+        memory = {"activation_bytes_unshared": model.memory.bytes_unshared,
+                  "activation_bytes_planned": model.memory.bytes_planned}
+        memory_text = (f"activations {model.memory.bytes_unshared / 2**20:.1f} MiB -> "
+                       f"{model.memory.bytes_planned / 2**20:.1f} MiB with the memory plan")
+    else:
+        memory = {"activation_bytes_planned": model.meta["storage_bytes"]}
+        memory_text = (f"static activation buffers {model.meta['storage_bytes'] / 2**20:.1f} "
+                       "MiB")
+    summary = {"model": args.model, "output": str(path), "executor": args.executor,
+               "tasks": tasks, "tuned_flops_share": _tuned_share(model.tasks),
+               "memory": memory, "seconds": time.perf_counter() - start}
     if args.json:
         _print_json(summary)
         return 0
@@ -79,9 +92,8 @@ def _cmd_compile(args: argparse.Namespace) -> int:
         state = "tuned" if t.tuned else "default"
         print(f"  {state:8} x{t.count:<3} {t.name} ({t.key}){'  ' + t.note if t.note else ''}")
     hits = sum(t.tuned for t in model.tasks)
-    print(f"{hits}/{len(model.tasks)} tasks tuned ({model.tuned_share():.1%} of the FLOPs); "
-          f"activations {model.memory.bytes_unshared / 2**20:.1f} MiB -> "
-          f"{model.memory.bytes_planned / 2**20:.1f} MiB with the memory plan")
+    print(f"{hits}/{len(model.tasks)} tasks tuned ({summary['tuned_flops_share']:.1%} of the "
+          f"FLOPs); {memory_text}")
     print(f"wrote {path}", file=sys.stderr)
     return 0
 
@@ -143,24 +155,37 @@ def _cmd_model_best(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_run(args: argparse.Namespace) -> int:
+def _load_artefact(path: str) -> tuple[Any, str]:
+    """A compiled model and its executor: a ``.tt`` file (graph) or an AOT directory."""
+    from pathlib import Path
+
     from ir import runtime
+    from ir.backend import aot
 
     try:
-        model = runtime.load(args.artefact)
+        if Path(path).is_dir():
+            return aot.load(path), "aot"
+        return runtime.load(path), "graph"
     except (OSError, ValueError, KeyError) as exc:
-        raise CLIError(f"cannot load {args.artefact}: {exc}") from None
+        raise CLIError(f"cannot load {path}: {exc}") from None
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    model, executor = _load_artefact(args.artefact)
     inputs = load_npz(args.inputs)
     try:
         result = model(**inputs)
     except (TypeError, ValueError) as exc:
         raise CLIError(str(exc)) from None
+    # the graph runtime times its kernels on the inputs set; an AOT call is one native call
+    timed = model.run if executor == "graph" else lambda: model(**inputs)
     times = []
     for _ in range(args.repeat):
         t0 = time.perf_counter()
-        model.run()
+        timed()
         times.append(time.perf_counter() - t0)
-    names = model.graph.get("output_names") or []
+    names = (model.graph.get("output_names") if executor == "graph" else
+             model.output_names) or []
     tensors = flatten_value(result)
     if len(names) != len(tensors):
         names = [f"out_{i}" for i in range(len(tensors))]
@@ -168,14 +193,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
     save_npz(args.output, arrays)
     latency = float(np.median(times)) if times else None
     if args.json:
-        _print_json({"artefact": args.artefact, "executor": "graph", "latency_s": latency,
+        _print_json({"artefact": args.artefact, "executor": executor, "latency_s": latency,
                      "outputs": {n: {"shape": list(a.shape), "dtype": str(a.dtype)}
                                  for n, a in arrays.items()}})
         return 0
     for n, a in arrays.items():
         print(f"{n}: {a.dtype}{list(a.shape)}")
     if latency is not None:
-        print(f"latency {latency * 1e3:.3f} ms (median of {len(times)} runs after a warm-up)")
+        print(f"latency {latency * 1e3:.3f} ms (median of {len(times)} runs after a warm-up, "
+              f"{executor} executor)")
     return 0
 
 
@@ -201,13 +227,16 @@ def add_model_commands(commands: Any) -> None:
                      "numpy-only runtime loads."),
         epilog="examples:\n  tensortune compile resnet18.onnx --target cpu -o resnet18.tt\n"
                "  tensortune compile resnet18.onnx --strict --db sqlite:///tuning.db "
-               "-o r.tt")
+               "-o r.tt\n  tensortune compile resnet18.onnx --executor aot -o resnet18.aot")
     comp.add_argument("model", metavar="MODEL", help="an ONNX model file")
     comp.add_argument("--target", default="cpu", help="the target (default: this CPU)")
     comp.add_argument("-o", "--output", required=True, metavar="FILE",
                       help="where to write the artefact (e.g. model.tt)")
     comp.add_argument("--strict", action="store_true",
                       help="fail when a task has no tuning record")
+    comp.add_argument("--executor", choices=("graph", "aot"), default="graph",
+                      help="graph: a .tt file for the graph runtime (default); aot: one C "
+                           "translation unit, written as a directory")
     tune = commands.add_parser(
         "tune-model", help="tune every task of a model as one job",
         formatter_class=argparse.RawDescriptionHelpFormatter,
@@ -234,13 +263,15 @@ def add_model_commands(commands: Any) -> None:
     run = subcommand(
         commands, "run", _cmd_run, db=False,
         help="run a compiled model artefact",
-        description=("Load ARTEFACT (from `tensortune compile`) and run it on inputs from an\n"
-                     ".npz file named as the model's graph inputs; outputs are saved under\n"
-                     "the graph's output names. --repeat N times N more runs (the reported\n"
-                     "latency is their median, after the first run as a warm-up)."),
+        description=("Load ARTEFACT (from `tensortune compile`: a .tt file, or the directory\n"
+                     "of --executor aot) and run it on inputs from an .npz file named as the\n"
+                     "model's graph inputs; outputs are saved under the graph's output names.\n"
+                     "--repeat N times N more runs (the reported latency is their median,\n"
+                     "after the first run as a warm-up)."),
         epilog="examples:\n  tensortune run model.tt --inputs in.npz --output out.npz\n"
                "  tensortune run model.tt --inputs in.npz --repeat 20 --json")
-    run.add_argument("artefact", metavar="ARTEFACT", help="a compiled model (.tt)")
+    run.add_argument("artefact", metavar="ARTEFACT",
+                     help="a compiled model (.tt file or AOT directory)")
     run.add_argument("--inputs", required=True, metavar="NPZ", help="inputs by name")
     run.add_argument("--output", metavar="NPZ", help="where to save the outputs")
     run.add_argument("--repeat", type=int, default=10, metavar="N",

@@ -2,15 +2,17 @@
 
 The model (an ``ir.Module``, an ONNX ``ModelProto``, or a path to an ``.onnx`` file) goes
 through ``ir.build``'s pipeline; each fused function's workload takes its best record on
-exactly this target from the database, or the default schedule (outer loop parallel) when
-there is none. ``strict`` makes a missing record an error. The result is an
-``ir.backend.CompiledModel`` whose ``tasks`` say, per task, whether it was tuned and its
-share of the model's FLOPs.
+exactly this target from the database, or the default schedule (``default_steps``: chosen
+by the analytic cost model, nothing measured) when there is none. ``strict`` makes a
+missing record an error. The result is an ``ir.CompiledModel`` (graph executor) or, with
+``executor="aot"``, an ``ir.AotModel`` (one C translation unit); its ``tasks`` say, per
+task, whether it was tuned.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from typing import Any
 
 from db import Database
@@ -58,22 +60,40 @@ def model_tasks(model: Any, target: Target | str = "cpu", db: Database | str | N
     return out
 
 
-def compile(model: Any, target: Target | str = "cpu", db: Database | str | None = None, *,
-            strict: bool = False, opt_level: int = 3) -> Any:
-    """Build ``model`` with the best schedules ``db`` holds for ``target`` (see the module
-    docstring). Returns an ``ir.backend.CompiledModel``."""
-    from ir import build
-
-    target = Target.parse(target)
-    module = load_model(model)
-    database = open_database(db)
+def best_schedules(db: Database | str | None, target: Target | str = "cpu"
+                   ) -> Callable[[Workload], Any]:
+    """``workload -> steps | None``: its best record's steps on exactly ``target`` in
+    ``db`` (what ``ir.build``, ``ir.backend.vm.compile`` and ``aot_compile`` take as
+    ``schedules``)."""
+    database, target = open_database(db), str(Target.parse(target))
 
     def best_steps(workload: Workload) -> Any:
-        answer = database.best(workload.key, str(target))
+        answer = database.best(workload.key, target)
         return answer.records[0].steps if answer.records else None
+    return best_steps
 
-    compiled = build(module, target, schedules=best_steps, opt_level=opt_level,
-                     default_schedule=lambda wl: default_steps(wl, target))
+
+EXECUTORS = ("graph", "aot")
+
+
+def compile(model: Any, target: Target | str = "cpu", db: Database | str | None = None, *,
+            strict: bool = False, opt_level: int = 3, executor: str = "graph") -> Any:
+    """Build ``model`` with the best schedules ``db`` holds for ``target`` (see the module
+    docstring) for ``executor``: ``graph`` (an ``ir.CompiledModel``) or ``aot`` (an
+    ``ir.AotModel``)."""
+    from ir import GraphBuildError, aot_compile, build
+
+    if executor not in EXECUTORS:
+        raise CompileError(f"unknown executor {executor!r}; one of {', '.join(EXECUTORS)}")
+    target = Target.parse(target)
+    module = load_model(model)
+    builder = build if executor == "graph" else aot_compile
+    try:
+        compiled = builder(module, target, schedules=best_schedules(db, target),
+                           opt_level=opt_level,
+                           default_schedule=lambda wl: default_steps(wl, target))
+    except GraphBuildError as exc:
+        raise CompileError(str(exc)) from None
     misses = [t for t in compiled.tasks if t.key is not None and not t.tuned]
     if strict and misses:
         raise CompileError(f"{len(misses)} of {len(compiled.tasks)} tasks have no tuning "

@@ -179,8 +179,8 @@ def build(module: Module, target: Any = "cpu", schedules: Schedules = None,
         if lowered.workload is None:
             index = len(python_kernels)
             python_kernels[index] = _numpy_kernel(func, inputs)
-            nodes.append({"python": index, "inputs": [i for g in inputs for i in g],
-                          "outputs": outs})
+            nodes.append({"python": index, "name": lowered.name,
+                          "inputs": [i for g in inputs for i in g], "outputs": outs})
             report = reports.setdefault(f"numpy:{lowered.name}", TaskReport(
                 lowered.name, None, 0, 0.0, False, f"numpy: {lowered.reason}"))
             report.count += 1
@@ -194,7 +194,7 @@ def build(module: Module, target: Any = "cpu", schedules: Schedules = None,
         reports[key].count += 1
         symbol, _ = kernels[key]
         flat_in = [inputs[p][0] for p in lowered.param_order]
-        nodes.append({"kernel": symbol, "args": [*flat_in, *outs]})
+        nodes.append({"kernel": symbol, "name": lowered.name, "args": [*flat_in, *outs]})
     library = None
     if sources:
         library, _ = compile_library(sources, tuple(target.compiler_flags()))

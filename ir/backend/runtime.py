@@ -15,7 +15,8 @@ The graph (``version`` 1):
 - ``nodes``: the kernel calls in order, ``{"kernel": entry symbol, "args": [entry ids]}``
   (inputs then outputs, the kernel's argument order), or ``{"python": id, "inputs",
   "outputs"}`` for a fused function that runs on numpy (in the process that built the
-  model only; such a model does not export);
+  model only; such a model does not export); each may have a ``name`` (the fused
+  function's, e.g. ``fused_conv2d_bias_add_relu``), which ``profile`` reports;
 - ``inputs`` / ``input_names``, ``outputs`` (entry ids) and ``output_structure`` (how the
   output entries nest into tuples: an entry index, or a list of structures).
 
@@ -29,6 +30,7 @@ import ctypes
 import json
 import os
 import tempfile
+import time
 import zipfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -131,6 +133,20 @@ class GraphRuntime:
         """Run every node on the inputs last set."""
         for step in self._steps:
             step()
+
+    def profile(self, repeat: int = 10) -> list[tuple[str, float]]:
+        """Per node, in order: its name and its median time in seconds over ``repeat`` runs
+        on the inputs last set (the nodes timed one by one, after one warm-up run)."""
+        self.run()
+        names = [node.get("name") or node.get("kernel") or f"python_{node.get('python')}"
+                 for node in self.graph["nodes"]]
+        times: list[list[float]] = [[] for _ in self._steps]
+        for _ in range(max(1, repeat)):
+            for n, step in enumerate(self._steps):
+                start = time.perf_counter()
+                step()
+                times[n].append(time.perf_counter() - start)
+        return [(name, float(np.median(t))) for name, t in zip(names, times, strict=True)]
 
     def outputs(self) -> Any:
         """Copies of the outputs, nested as the model's result."""

@@ -272,6 +272,13 @@ def where(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
     return _elementwise("where", inputs, out_type, te.if_then_else)
 
 
+def leaky_relu(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
+    _, te = _lib()
+    alpha = te.const(float(attrs.alpha), inputs[0].dtype)
+    return _elementwise("nn.leaky_relu", inputs, out_type,
+                        lambda x: te.if_then_else(x > te.const(0.0, x.dtype), x, x * alpha))
+
+
 def mean(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
     """The sum over the axes, then one multiply by 1/count (float dtypes)."""
     ops, te = _lib()

@@ -51,7 +51,9 @@ def _leaky_relu(args: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
 register_op(OpDef(
     name="nn.leaky_relu", num_inputs=1, attrs_schema={"alpha": (float, 0.01)},
     type_relation=_leaky_relu_relation, pattern=OpPattern.ELEMWISE, compute=_leaky_relu,
+    lowering=low.leaky_relu,
     doc="``x`` where x > 0, else ``alpha * x``, elementwise (float dtypes)."))
+
 
 def _dense_relation(types: Sequence[Type], attrs: Attrs) -> Type:
     data = rel.expect_tensor("nn.dense", types[0], "input")

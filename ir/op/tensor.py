@@ -121,17 +121,23 @@ def _logical_relation(op_name: str) -> Callable:
     return relation
 
 
+_LOGICAL_LOWERING: dict[str, Callable] = {
+    "logical_and": lambda te, a, b: a & b, "logical_or": lambda te, a, b: a | b,
+    "logical_xor": lambda te, a, b: te.not_equal(a, b), "logical_not": lambda te, a: ~a}
+
 for _name, _fn in (("logical_and", np.logical_and), ("logical_or", np.logical_or),
                    ("logical_xor", np.logical_xor)):
     register_op(OpDef(
         name=_name, num_inputs=2, attrs_schema={}, type_relation=_logical_relation(_name),
         pattern=OpPattern.BROADCAST, compute=_compare_compute(_fn),
+        lowering=low.elementwise(_name, _LOGICAL_LOWERING[_name]),
         doc=f"Elementwise ``{_fn.__name__}`` of bool tensors, with broadcasting."))
 
 register_op(OpDef(
     name="logical_not", num_inputs=1, attrs_schema={},
     type_relation=_logical_relation("logical_not"), pattern=OpPattern.ELEMWISE,
     compute=lambda args, attrs: np.logical_not(args[0]),
+    lowering=low.elementwise("logical_not", _LOGICAL_LOWERING["logical_not"]),
     doc="Elementwise negation of a bool tensor."))
 
 
@@ -152,7 +158,7 @@ def _where(args: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
 
 register_op(OpDef(
     name="where", num_inputs=3, attrs_schema={}, type_relation=_where_relation,
-    pattern=OpPattern.BROADCAST, compute=_where,
+    pattern=OpPattern.BROADCAST, compute=_where, lowering=low.where,
     doc="``x`` where the bool ``condition`` holds, else ``y``; the three broadcast together "
         "(x and y have one dtype)."))
 

@@ -22,12 +22,13 @@ def list_type() -> tuple[ir.TypeData, ir.Constructor, ir.Constructor]:
     return ir.TypeData(lst, (a,), (nil, cons)), nil, cons
 
 
-def rnn_module() -> ir.Module:
+def rnn_module(in_size: int = IN, hidden: int = HID) -> ir.Module:
     data, nil, cons = list_type()
     mod = ir.Module(type_definitions={data.header: data})
-    vec_in, vec_hid = ir.TensorType((1, IN), F32), ir.TensorType((1, HID), F32)
-    params_t = ir.TupleType((ir.TensorType((HID, IN), F32), ir.TensorType((HID, HID), F32),
-                             ir.TensorType((HID,), F32), ir.TensorType((IN, HID), F32)))
+    vec_in, vec_hid = ir.TensorType((1, in_size), F32), ir.TensorType((1, hidden), F32)
+    params_t = ir.TupleType((ir.TensorType((hidden, in_size), F32),
+                             ir.TensorType((hidden, hidden), F32),
+                             ir.TensorType((hidden,), F32), ir.TensorType((in_size, hidden), F32)))
 
     # @cell(%input, %hidden, %params) -> (output, hidden')
     x, h, p = ir.var("input", vec_in), ir.var("hidden", vec_hid), ir.var("params", params_t)
@@ -39,7 +40,7 @@ def rnn_module() -> ir.Module:
         ir.Let(out, ir.op.nn.dense(h2, w_ho), ir.Tuple([out, h2]))))
     cell_gv = mod.add("cell", cell)
 
-    # @generate(%n, %input, %hidden, %params) -> List[Tensor[(1, IN)]]
+    # @generate(%n, %input, %hidden, %params) -> List[Tensor[(1, in_size)]]
     n = ir.var("n", shape=(), dtype="int32")
     x, h, p = ir.var("input", vec_in), ir.var("hidden", vec_hid), ir.var("params", params_t)
     step = ir.var("step")
@@ -80,16 +81,17 @@ def to_list(value: ir.ADTValue) -> list:
     return items
 
 
-def inputs(seed: int = 0) -> dict[str, np.ndarray]:
+def inputs(seed: int = 0, in_size: int = IN, hidden: int = HID, steps: int = STEPS
+           ) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     return {
-        "n": np.int32(STEPS),
-        "input": rng.standard_normal((1, IN)).astype(F32),
-        "hidden": np.zeros((1, HID), F32),
-        "w_ih": (rng.standard_normal((HID, IN)) / np.sqrt(IN)).astype(F32),
-        "w_hh": (rng.standard_normal((HID, HID)) / np.sqrt(HID)).astype(F32),
-        "b": (0.1 * rng.standard_normal(HID)).astype(F32),
-        "w_ho": (rng.standard_normal((IN, HID)) / np.sqrt(HID)).astype(F32),
+        "n": np.int32(steps),
+        "input": rng.standard_normal((1, in_size)).astype(F32),
+        "hidden": np.zeros((1, hidden), F32),
+        "w_ih": (rng.standard_normal((hidden, in_size)) / np.sqrt(in_size)).astype(F32),
+        "w_hh": (rng.standard_normal((hidden, hidden)) / np.sqrt(hidden)).astype(F32),
+        "b": (0.1 * rng.standard_normal(hidden)).astype(F32),
+        "w_ho": (rng.standard_normal((in_size, hidden)) / np.sqrt(hidden)).astype(F32),
     }
 
 

@@ -74,3 +74,21 @@ def test_bad_model_and_bad_inputs_are_clear_errors(tmp_path):
     result = cli("run", str(tmp_path / "m.tt"), "--inputs", str(tmp_path / "in.npz"),
                  check=False)
     assert result.returncode != 0 and "missing input 'image'" in result.stderr
+
+
+def test_aot_artefact_compiles_and_runs(tmp_path):
+    model = small_cnn(tmp_path / "cnn.onnx")
+    out = json.loads(cli("compile", model, "--db", f"sqlite:///{tmp_path / 'db.db'}",
+                         "--executor", "aot", "-o", str(tmp_path / "m.aot"), "--json").stdout)
+    assert out["executor"] == "aot" and (tmp_path / "m.aot").is_dir()
+    assert out["memory"]["activation_bytes_planned"] > 0
+    image = RNG.standard_normal((1, 3, 8, 8)).astype("float32")
+    np.savez(tmp_path / "in.npz", image=image)
+    run = json.loads(cli("run", str(tmp_path / "m.aot"), "--inputs", str(tmp_path / "in.npz"),
+                         "--output", str(tmp_path / "out.npz"), "--repeat", "3",
+                         "--json").stdout)
+    assert run["executor"] == "aot" and run["latency_s"] > 0
+    want = ort.InferenceSession(model, providers=["CPUExecutionProvider"]).run(
+        None, {"image": image})[0]
+    np.testing.assert_allclose(np.load(tmp_path / "out.npz")["logits"], want, rtol=1e-4,
+                               atol=1e-5)
