@@ -103,7 +103,7 @@ def _cmd_tune_model(args: argparse.Namespace) -> int:
 
     from .jobs import submit_job
     from .model_compile import CompileError
-    from .model_tune import model_job_tasks
+    from .model_tune import budget_warning, model_job_tasks
     from .spec import JobSpec, SpecError
 
     try:
@@ -113,6 +113,9 @@ def _cmd_tune_model(args: argparse.Namespace) -> int:
     except (CompileError, SpecError, ValueError, OSError) as exc:
         raise _compile_error(exc) from None
     args.no_compare = True  # a fused task has no numpy counterpart to time
+    warning = budget_warning(spec)
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
     with _database(args.db) as database:
         job = submit_job(database, spec)
         if not args.json and not args.quiet:

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +51,17 @@ def model_job_tasks(model: Any, target: Any = "cpu", opt_level: int = 3) -> Mode
                       tuple(TaskSpec(t.workload, float(t.weight)) for t in tasks))
 
 
+def budget_warning(spec: JobSpec) -> str | None:
+    """A warning when the trial budget cannot give every task its first batch (the tasks
+    left out keep the default schedule, and the model has no estimate)."""
+    tasks = len({t.workload.key for t in spec.tasks})
+    if spec.trials >= tasks * spec.batch_size:
+        return None
+    return (f"{spec.trials} trials cannot give each of the {tasks} tasks a first batch of "
+            f"{spec.batch_size}: some tasks stay untuned; raise --trials to at least "
+            f"{tasks * spec.batch_size} or lower --batch-size")
+
+
 def tune_model(model: Any, target: Any = "cpu", trials: int = 64, *,
                db: Database | str | None = None, pool: Any = None,
                on_event: EventCallback | None = None, owner: str | None = None,
@@ -58,6 +70,9 @@ def tune_model(model: Any, target: Any = "cpu", trials: int = 64, *,
     candidates in all (``options``: ``JobSpec`` fields, as for ``tune``)."""
     found = model_job_tasks(model, target)
     spec = JobSpec(found.tasks, target, trials, model=found.info, **options)
+    warning = budget_warning(spec)
+    if warning:
+        warnings.warn(warning, UserWarning, stacklevel=2)
     database = open_database(db)
     job = submit_job(database, spec, owner=owner)
     return run_job(database, job.id, pool, on_event, spec=spec)

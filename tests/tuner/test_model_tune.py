@@ -110,3 +110,12 @@ def test_model_info_is_validated():
             JobSpec.from_json({**spec, "model": bad})
     good = JobSpec.from_json({**spec, "model": {"name": "m.onnx", "sha256": "a" * 64}})
     assert JobSpec.from_json(good.to_json()) == good
+
+
+def test_a_budget_too_small_for_every_task_is_warned_about():
+    from tuner.model_tune import budget_warning
+
+    found = tuner.model_job_tasks(small_cnn())
+    small = JobSpec(found.tasks, "cpu", 7, batch_size=2, model=found.info)
+    assert "each of the 4 tasks" in budget_warning(small)
+    assert budget_warning(JobSpec(found.tasks, "cpu", 8, batch_size=2, model=found.info)) is None
