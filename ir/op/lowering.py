@@ -201,16 +201,53 @@ def _last_axis(name: str, x: Any, axis: int) -> None:
         raise LoweringError(f"{name}: only the last axis has a lowering, got axis={axis}")
 
 
+def _permuted(x: Any, perm: Sequence[int], name: str) -> Any:
+    """``x`` with its axes permuted (``out.shape[k] == x.shape[perm[k]]``)."""
+    _, te = _lib()
+    inverse = [perm.index(k) for k in range(len(perm))]
+    return te.compute(tuple(x.shape[p] for p in perm),
+                      lambda *idx: x[tuple(idx[inverse[k]] for k in range(len(perm)))],
+                      name=name)
+
+
+def _over_axis(name: str, x: Any, axis: int, last_axis_fn: Callable[[Any], Any]) -> Any:
+    """``last_axis_fn`` (softmax, log_softmax over the last axis) applied over ``axis``:
+    the axis is moved last and back with two transposes when it is not last already."""
+    axis = axis % x.ndim
+    if axis == x.ndim - 1:
+        return last_axis_fn(x)
+    perm = [k for k in range(x.ndim) if k != axis] + [axis]
+    inverse = [perm.index(k) for k in range(x.ndim)]
+    short = name.rsplit(".", 1)[-1]
+    moved = last_axis_fn(_permuted(x, perm, f"T_{short}_in"))
+    return _permuted(moved, inverse, f"T_{short}_out")
+
+
 def softmax(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
     ops, _ = _lib()
-    _last_axis("nn.softmax", inputs[0], attrs.axis)
-    return ops.softmax(inputs[0])
+    return _over_axis("nn.softmax", inputs[0], attrs.axis, ops.softmax)
 
 
 def log_softmax(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
     ops, _ = _lib()
-    _last_axis("nn.log_softmax", inputs[0], attrs.axis)
-    return ops.log_softmax(inputs[0])
+    return _over_axis("nn.log_softmax", inputs[0], attrs.axis, ops.log_softmax)
+
+
+def split(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> list[Any]:
+    """One slice per part of the tuple result, each reading ``x`` at its offset."""
+    _, te = _lib()
+    x = inputs[0]
+    axis = attrs.axis % x.ndim
+    parts, offset = [], 0
+    for n, part in enumerate(out_type.fields):
+        shape = _static_shape("split", part)
+
+        def body(*idx: Any, start: int = offset) -> Any:
+            return x[tuple(i + start if k == axis else i for k, i in enumerate(idx))]
+
+        parts.append(te.compute(shape, body, name=f"T_split_{n}"))
+        offset += shape[axis]
+    return parts
 
 
 def layer_norm(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:

@@ -339,6 +339,7 @@ register_op(OpDef(
     name="split", num_inputs=1,
     attrs_schema={"indices_or_sections": ((int, tuple), 1), "axis": (int, 0)},
     type_relation=_split_relation, pattern=OpPattern.INJECTIVE, compute=_split,
+    lowering=low.split,
     doc="Split along ``axis`` into ``indices_or_sections`` equal parts (an int) or at the "
         "given ascending indices; a tuple."))
 

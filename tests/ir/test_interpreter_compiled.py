@@ -103,9 +103,47 @@ CASES: dict[str, tuple[list[tuple[int, ...]], Callable[..., ir.Expr], float, boo
 }
 
 
+# bool inputs, tuple results, attributes: label -> ((shape, dtype) per input, builder)
+OTHER_CASES: dict[str, tuple[list[tuple[tuple[int, ...], str]], Callable[..., ir.Expr]]] = {
+    "where": ([((3, 4), "bool"), ((3, 4), F32), ((1, 4), F32)], ir.op.where),
+    **{name: ([((3, 4), "bool"), ((1, 4), "bool")], getattr(ir.op, name))
+       for name in ("logical_and", "logical_or", "logical_xor")},
+    "logical_not": ([((3, 4), "bool")], ir.op.logical_not),
+    "nn.leaky_relu": ([((3, 4), F32)], lambda a: ir.op.nn.leaky_relu(a, alpha=0.2)),
+    "split (sections)": ([((6, 4), F32)], lambda a: ir.op.split(a, indices_or_sections=3)),
+    "split (indices, axis 1)": ([((3, 6), F32)], lambda a: ir.op.split(
+        a, indices_or_sections=(1, 4), axis=1)),
+    "softmax over axis 0": ([((3, 5), F32)], lambda a: ir.op.nn.softmax(a, axis=0)),
+    "log_softmax over axis 1 of 3": ([((2, 3, 4), F32)],
+                                     lambda a: ir.op.nn.log_softmax(a, axis=1)),
+}
+
+
+def _other_case(label: str) -> tuple[list[ir.Var], ir.Expr, list[np.ndarray]]:
+    inputs, make = OTHER_CASES[label]
+    rng = np.random.default_rng(3)
+    params = [ir.var(f"x{i}", shape=s, dtype=t) for i, (s, t) in enumerate(inputs)]
+    args = [rng.random(s) > 0.5 if t == "bool" else _rand(s, seed=i)
+            for i, (s, t) in enumerate(inputs)]
+    return params, make(*params), args
+
+
 def test_every_lowered_operator_has_a_case() -> None:
     lowered = {n for n in ir.list_ops() if ir.get_op_def(n).lowering is not None}
-    assert lowered <= set(CASES), f"no compiled-mode case for {sorted(lowered - set(CASES))}"
+    covered = set(CASES) | {_other_case(label)[1].op.name for label in OTHER_CASES}
+    assert lowered <= covered, f"no compiled-mode case for {sorted(lowered - covered)}"
+
+
+@pytest.mark.parametrize("label", list(OTHER_CASES))
+def test_compiled_matches_numpy_for_bool_tuple_and_axis_cases(label: str) -> None:
+    params, body, args = _other_case(label)
+    with Delta() as d:
+        want, got = run_both(params, body, args)
+    assert d.d == {"compiled": 1, "cache_hits": 0, "fallbacks": 0}, ir.jit.fallback_reasons()
+    for w, g in zip(want if isinstance(want, tuple) else (want,),
+                    got if isinstance(got, tuple) else (got,), strict=True):
+        assert g.shape == w.shape and g.dtype == w.dtype
+        np.testing.assert_allclose(g, w, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -165,11 +203,12 @@ def test_operators_without_lowering_fall_back() -> None:
 def test_lowering_errors_and_unsupported_dtypes_fall_back() -> None:
     x = ir.var("x", shape=(3, 4))
     data = _rand((3, 4))
-    with Delta() as d:  # softmax lowers only the last axis
-        want, got = run_both([x], ir.op.nn.softmax(x, axis=0), [data])
+    gamma = ir.const(np.ones(3, "float32"))
+    with Delta() as d:  # layer_norm lowers only the last axis
+        want, got = run_both([x], ir.op.nn.layer_norm(x, gamma, gamma, axis=0), [data])
     assert d.d == {"compiled": 0, "cache_hits": 0, "fallbacks": 1}
     np.testing.assert_array_equal(got, want)
-    assert any(op == "nn.softmax" and "LoweringError" in why
+    assert any(op == "nn.layer_norm" and "LoweringError" in why
                for (op, _), why in ir.jit.fallback_reasons().items())
     z = ir.var("z", shape=(3, 4), dtype="float64")  # the schedule layer has no float64
     d64 = data.astype("float64")
