@@ -13,9 +13,11 @@ compiles the module to bytecode (``vm_compiler``) and builds one kernel per dist
 workload: ``lower_primitive``, the steps ``schedules`` gives (a mapping from workload key,
 or a callable ``workload -> steps | None``, as ``ir.build`` takes), else the default
 (unscheduled) program, all compiled into one shared library. A fused function that cannot
-be lowered or has a dynamic shape (``Any``) runs on the operators' numpy computes
-(``ir.evaluate`` of the fused function): a *fallback*, counted in ``VirtualMachine.stats``
-and listed in ``VMExecutable.tasks``.
+be lowered or has a dynamic shape (``Any``) is a *fallback*, counted in
+``VirtualMachine.stats`` and listed in ``VMExecutable.tasks``: it runs operator by
+operator through the JIT (``ir.evaluate(..., mode="compiled")``), which compiles each
+operator call for the concrete shapes it meets (default schedule, one kernel per distinct
+call, kept for the process) and runs the operators without a lowering on numpy.
 
 ``VirtualMachine(executable)`` runs it: ``vm(*args, **kwargs)`` / ``vm.run(...)`` calls
 ``@main``, ``vm.invoke(name, ...)`` another global. Values are the interpreter's, so
@@ -92,7 +94,7 @@ class VMStats:
     instructions: int = 0
     #: InvokePacked calls run by a compiled kernel
     kernel_calls: int = 0
-    #: InvokePacked calls run on the operators' numpy computes
+    #: InvokePacked calls run operator by operator by the JIT (dynamic shapes, no lowering)
     fallback_calls: int = 0
 
     def reset(self) -> None:
@@ -194,26 +196,27 @@ def _kernel_function(fn: Any, outputs: list[tuple[tuple[int, ...], np.dtype]],
     return run_tuple
 
 
-def _numpy_function(func: Function) -> Callable[[list, tuple], object]:
-    """A fused function without a kernel, run by the interpreter on numpy (called like a
-    kernel, on the registers of its arguments). Its results are made writable and
-    C-contiguous (a numpy compute may return a view), as kernels take them."""
+def _jit_function(func: Function) -> Callable[[list, tuple], object]:
+    """A fused function without a kernel of its own, run operator by operator by the JIT
+    on the concrete shapes of each call (called like a kernel, on the registers of its
+    arguments). Its results are made writable and C-contiguous (a numpy compute may
+    return a view), as kernels take them."""
     def writable(a: object) -> object:
         return np.require(a, requirements=("C", "W")) if isinstance(a, np.ndarray) else a
 
     def run(regs: list, operands: tuple) -> object:
-        out = evaluate(func, *[regs[a] for a in operands])
+        out = evaluate(func, *[regs[a] for a in operands], mode="compiled")
         return tuple(map(writable, out)) if type(out) is tuple else writable(out)
     return run
 
 
 @dataclass
 class _Packed:
-    """How one InvokePacked runs: a kernel (its argument order) or the numpy fallback."""
+    """How one InvokePacked runs: a kernel (its argument order) or the JIT fallback."""
 
     run: Callable[[list, tuple], object]
     #: for each kernel argument, the index of the fused function's parameter (None: the
-    #: numpy fallback, called on the parameters in order)
+    #: JIT fallback, called on the parameters in order)
     order: list[int] | None
 
 
@@ -258,7 +261,7 @@ def _build_kernels(program: Program, target: Any, schedules: Schedules,
     packed: list[_Packed] = []
     for low, reason in zip(lowered, reasons, strict=True):
         if reason:
-            packed.append(_Packed(_numpy_function(low.function), None))
+            packed.append(_Packed(_jit_function(low.function), None))
             continue
         key = low.workload.key
         if key not in kernels:

@@ -303,7 +303,7 @@ def test_a_fused_function_with_a_tuple_result_runs_as_one_kernel():
 # ----------------------------------------------------------------------- dynamic shapes
 
 
-def test_dynamic_shapes_fall_back_to_numpy_and_are_counted():
+def test_dynamic_shapes_run_jit_kernels_per_shape_and_are_counted():
     x, w = ir.var("x", shape=(ir.Any, 3)), ir.var("w", shape=(4, 3))
     mod = ir.Module({"main": ir.Function([x, w], ir.op.nn.relu(
         ir.op.nn.dense(ir.op.add(x, x), w)))})
@@ -311,12 +311,18 @@ def test_dynamic_shapes_fall_back_to_numpy_and_are_counted():
     assert exe.library is None and all(t.key is None and "numpy" in t.note for t in exe.tasks)
     machine = VirtualMachine(exe)
     weights = RNG.standard_normal((4, 3)).astype(F32)
-    for batch in (1, 5):
+    before = ir.jit.stats()
+    for batch in (1, 5, 5):
         data = RNG.standard_normal((batch, 3)).astype(F32)
         got = machine(data, weights)
         assert got.shape == (batch, 4)
         np.testing.assert_allclose(got, np.maximum((data + data) @ weights.T, 0), rtol=1e-5)
-    assert machine.stats.fallback_calls == 4 and machine.stats.kernel_calls == 0
+    assert machine.stats.fallback_calls == 6 and machine.stats.kernel_calls == 0
+    after = ir.jit.stats()
+    # each operator call compiled for each new batch size, then served from the cache
+    assert after["fallbacks"] == before["fallbacks"]
+    assert after["compiled"] + after["cache_hits"] - before["compiled"] - \
+        before["cache_hits"] == 9
 
 
 # ------------------------------------------------------------------------ bad arguments
