@@ -162,12 +162,11 @@ def _load_artefact(path: str) -> tuple[Any, str]:
     """A compiled model and its executor: a ``.tt`` file (graph) or an AOT directory."""
     from pathlib import Path
 
-    from ir import runtime
-    from ir.backend import aot
+    from ir import aot_runtime, runtime
 
     try:
         if Path(path).is_dir():
-            return aot.load(path), "aot"
+            return aot_runtime.load(path), "aot"
         return runtime.load(path), "graph"
     except (OSError, ValueError, KeyError) as exc:
         raise CLIError(f"cannot load {path}: {exc}") from None

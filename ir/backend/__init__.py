@@ -11,7 +11,7 @@ build pipeline, and the executors.
   library; ``aot.load`` loads an exported one (``aot_runtime``: numpy + ctypes only).
 """
 
-from . import runtime, vm
+from . import aot_runtime, runtime, vm
 from .aot import AotCompileError, AotModel, aot_compile
 from .build import CompiledModel, Task, TaskReport, build, extract_tasks, optimize
 from .graph_executor import GraphBuildError, plan_graph, plan_memory
@@ -21,5 +21,5 @@ from .vm_compiler import VMCompileError
 
 __all__ = ["AotCompileError", "AotModel", "CompiledModel", "GraphBuildError", "LoweredFunction",
            "Task", "TaskReport", "VMClosure", "VMCompileError", "VMError", "VMExecutable",
-           "VMStats", "VirtualMachine", "aot_compile", "build", "extract_tasks",
+           "VMStats", "VirtualMachine", "aot_compile", "aot_runtime", "build", "extract_tasks",
            "lower_primitive", "optimize", "plan_graph", "plan_memory", "runtime", "vm"]
