@@ -44,14 +44,21 @@ def bert_path(model_dir: Path) -> Path:
 
 
 def _check_against_onnxruntime(path: Path, input_shape: tuple[int, ...], input_name: str,
-                               **import_args: object) -> ir.Module:
+                               aot: bool = False, **import_args: object) -> ir.Module:
+    """The imported module computes what onnxruntime computes: on the interpreter, built
+    for the graph executor (compiled kernels, unscheduled: no tuning here), and with
+    ``aot`` compiled ahead of time too."""
     module = from_onnx(onnx.load(path), **import_args)
     x = np.random.default_rng(0).standard_normal(input_shape).astype("float32")
     expected = _ort(path, {input_name: x})[0]
-    out = ir.evaluate(module, x)
-    assert out.shape == expected.shape and out.dtype == expected.dtype
-    np.testing.assert_allclose(out, expected, rtol=RTOL, atol=ATOL)
     assert np.abs(expected).max() > 0.1  # not a vanishing signal that any answer matches
+    runs = {"interpreter": lambda: ir.evaluate(module, x), "graph": lambda: ir.build(module)(x)}
+    if aot:
+        runs["aot"] = lambda: ir.aot_compile(module)(x)
+    for executor, run in runs.items():
+        out = run()
+        assert out.shape == expected.shape and out.dtype == expected.dtype, executor
+        np.testing.assert_allclose(out, expected, rtol=RTOL, atol=ATOL, err_msg=executor)
     assert ir.parse(ir.astext(module)) == module
     return module
 
@@ -74,7 +81,7 @@ def _ops(module: ir.Module) -> list[str]:
     return [c.op.name for c in _calls(module)]
 
 
-@pytest.mark.slow  # about 5 s: the export, and the interpreter at 224 x 224
+@pytest.mark.slow  # about 20 s: the export, the interpreter and the compiled model
 def test_resnet18_matches_onnxruntime(resnet18_path: Path) -> None:
     module = _check_against_onnxruntime(resnet18_path, (1, 3, 224, 224), "data")
     main = module["main"]
@@ -90,7 +97,7 @@ def test_resnet18_matches_onnxruntime(resnet18_path: Path) -> None:
         assert not np.allclose(variance, 1.0) and not np.allclose(mean, 0.0)
 
 
-@pytest.mark.slow  # about 2-5 s; test_mobilenet_v2_width_mult is the quick one
+@pytest.mark.slow  # about 20 s; test_mobilenet_v2_width_mult is the quick one
 def test_mobilenet_v2_matches_onnxruntime(model_dir: Path) -> None:
     path = models.mobilenet_v2(model_dir / "mobilenet_v2.onnx")
     module = _check_against_onnxruntime(path, (1, 3, 224, 224), "data")
@@ -102,14 +109,14 @@ def test_mobilenet_v2_matches_onnxruntime(model_dir: Path) -> None:
 
 def test_mobilenet_v2_width_mult(model_dir: Path) -> None:
     path = models.mobilenet_v2(model_dir / "mobilenet_v2_half.onnx", width_mult=0.5, size=96)
-    _check_against_onnxruntime(path, (1, 3, 96, 96), "data")
+    _check_against_onnxruntime(path, (1, 3, 96, 96), "data", aot=True)
 
 
 def test_bert_layer_matches_onnxruntime_with_its_shape_arithmetic_folded(
         bert_path: Path) -> None:
     graph = onnx.load(bert_path).graph
     assert {"Shape", "Gather", "Concat", "Reshape"} <= {n.op_type for n in graph.node}
-    module = _check_against_onnxruntime(bert_path, (1, 128, 768), "hidden_states",
+    module = _check_against_onnxruntime(bert_path, (1, 128, 768), "hidden_states", aot=True,
                                         shape={"hidden_states": (1, 128, 768)})
     ops = _ops(module)
     assert ops.count("nn.layer_norm") == 2 and ops.count("nn.softmax") == 1
