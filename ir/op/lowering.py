@@ -83,7 +83,8 @@ def concatenate(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
 
 
 def reduction(name: str) -> Callable:
-    """``ops.reduce_sum`` / ``ops.reduce_max`` over the axes the attributes select."""
+    """``ops.reduce_sum`` / ``reduce_max`` / ``reduce_min`` over the axes the attributes
+    select."""
 
     def lower(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
         from .relations import reduce_axes
@@ -95,7 +96,7 @@ def reduction(name: str) -> Callable:
             raise LoweringError(f"{name}: no axis to reduce")
         if x.dtype == "bool":
             raise LoweringError(f"{name}: the op library reduces numbers, not bool")
-        fn = ops.reduce_sum if name == "sum" else ops.reduce_max
+        fn = {"sum": ops.reduce_sum, "max": ops.reduce_max, "min": ops.reduce_min}[name]
         return fn(x, list(axes), keepdims=attrs.keepdims)
 
     lower.__name__ = f"lower_{name}"

@@ -281,7 +281,7 @@ _REDUCTIONS: dict[str, tuple[Callable, str, Callable | None]] = {
             low.reduction("sum")),
     "mean": (_mean, "Mean", low.mean),
     "max": (lambda x, a, k: np.max(x, axis=a, keepdims=k), "Maximum", low.reduction("max")),
-    "min": (lambda x, a, k: np.min(x, axis=a, keepdims=k), "Minimum", None),
+    "min": (lambda x, a, k: np.min(x, axis=a, keepdims=k), "Minimum", low.reduction("min")),
     "prod": (lambda x, a, k: np.prod(x, axis=a, keepdims=k, dtype=x.dtype), "Product", None),
 }
 

@@ -33,7 +33,7 @@ from .elemwise import (
 from .linalg import batch_matmul, dense, matmul
 from .nn import layer_norm, log_softmax, softmax
 from .pool import avg_pool2d, global_avg_pool2d, max_pool2d
-from .reduce import reduce_max, reduce_sum
+from .reduce import reduce_max, reduce_min, reduce_sum
 from .registry import UnknownOpError, get_op, list_ops
 from .spec import MAX_DIM, MAX_ELEMENTS, MAX_WINDOW, Arg, OpSpec, Param, ParamError
 from .tags import has_tag
@@ -49,6 +49,6 @@ __all__ = [
     "clip", "concatenate", "conv2d_nchw", "conv2d_nhwc", "dense", "depthwise_conv2d_nchw",
     "div", "divide", "elementwise_chain", "gelu", "get_op", "global_avg_pool2d", "has_tag",
     "layer_norm", "list_ops", "log_softmax", "matmul", "max_pool2d", "mul", "multiply", "pad",
-    "reduce_max", "reduce_sum", "reference", "relu", "reshape", "sigmoid", "softmax", "sub",
-    "subtract", "tags", "tanh", "transpose",
+    "reduce_max", "reduce_min", "reduce_sum", "reference", "relu", "reshape", "sigmoid",
+    "softmax", "sub", "subtract", "tags", "tanh", "transpose",
 ]

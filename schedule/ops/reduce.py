@@ -1,4 +1,5 @@
-"""Reductions over chosen axes: reduce_sum and reduce_max (numpy ``axis`` / ``keepdims``)."""
+"""Reductions over chosen axes: reduce_sum, reduce_max and reduce_min (numpy ``axis`` /
+``keepdims``)."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ def _reduce(op: str, data: Tensor, axis: int | Sequence[int] | None, keepdims: b
         shape = tuple(1 if d in rvars else s for d, s in enumerate(data.shape))
     else:
         shape = tuple(s for d, s in enumerate(data.shape) if d not in rvars)
-    reducer = te.sum if op == "reduce_sum" else te.max
+    reducer = {"reduce_sum": te.sum, "reduce_max": te.max, "reduce_min": te.min}[op]
 
     def body(*idx: te.Var) -> te.Expr:
         it = iter(idx)
@@ -54,3 +55,9 @@ def reduce_max(data: Tensor, axis: int | Sequence[int] | None = None, keepdims: 
                name: str = "T_reduce_max") -> Tensor:
     """Maximum over ``axis`` (all axes when None); a full reduction without keepdims is 0-d."""
     return _reduce("reduce_max", data, axis, keepdims, name)
+
+
+def reduce_min(data: Tensor, axis: int | Sequence[int] | None = None, keepdims: bool = False,
+               name: str = "T_reduce_min") -> Tensor:
+    """Minimum over ``axis`` (all axes when None); a full reduction without keepdims is 0-d."""
+    return _reduce("reduce_min", data, axis, keepdims, name)

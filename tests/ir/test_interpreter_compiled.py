@@ -66,6 +66,7 @@ CASES: dict[str, tuple[list[tuple[int, ...]], Callable[..., ir.Expr], float, boo
                     lambda a, b: ir.op.concatenate(ir.Tuple([a, b]), axis=1), 1e-6, False),
     "sum": ([(3, 4, 5)], lambda a: ir.op.sum(a, axis=(0, 2)), 1e-5, False),
     "max": ([(3, 4)], lambda a: ir.op.max(a, axis=1, keepdims=True), 1e-6, False),
+    "min": ([(3, 4, 2)], lambda a: ir.op.min(a, axis=(0, 2)), 1e-6, False),
     "nn.pad": ([(2, 3)], lambda a: ir.op.nn.pad(a, pad_width=((0, 1), (2, 1)),
                                                  pad_value=0.25), 1e-6, False),
     "nn.bias_add": ([(2, 3, 4, 4), (3,)], lambda a, b: ir.op.nn.bias_add(a, b, axis=1), 1e-6,
