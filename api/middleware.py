@@ -23,6 +23,12 @@ async def _reply(send: Send, status: int, detail: str) -> None:
     await send({"type": "http.response.body", "body": body})
 
 
+def is_multipart(scope: Scope) -> bool:
+    """Whether the request's body is ``multipart/form-data`` (a model upload on /v1/jobs)."""
+    content_type = dict(scope.get("headers", ())).get(b"content-type", b"")
+    return content_type.lower().startswith(b"multipart/form-data")
+
+
 class BodyLimit:
     """Reject bodies over ``limit`` bytes (``import_limit`` for record imports,
     ``model_limit`` for model uploads) with 413.
@@ -34,11 +40,10 @@ class BodyLimit:
         self.import_limit = import_limit
         self.model_limit = model_limit
 
-    def _limit(self, scope: Scope, headers: dict[bytes, bytes]) -> int:
+    def _limit(self, scope: Scope) -> int:
         if scope["path"] == IMPORT_PATH:
             return self.import_limit
-        if scope["path"] == JOBS_PATH and headers.get(b"content-type", b"").lower() \
-                .startswith(b"multipart/form-data"):
+        if scope["path"] == JOBS_PATH and is_multipart(scope):
             return self.model_limit
         return self.limit
 
@@ -47,7 +52,7 @@ class BodyLimit:
             await self.app(scope, receive, send)
             return
         headers = dict(scope.get("headers", ()))
-        limit = self._limit(scope, headers)
+        limit = self._limit(scope)
         too_big = f"request body over the limit of {limit} bytes"
         try:
             declared = int(headers.get(b"content-length", b"0"))

@@ -32,6 +32,7 @@ from .backend import (
     extract_tasks,
     optimize,
     runtime,
+    tuned_flops_share,
 )
 from .builder import const, var
 from .errors import IRTypeError
@@ -198,6 +199,7 @@ __all__ = [
     "to_a_normal_form",
     "to_graph_normal_form",
     "to_json_dict",
+    "tuned_flops_share",
     "var",
 ]
 

@@ -56,12 +56,9 @@ def _cmd_tasks(args: argparse.Namespace) -> int:
     return 0
 
 
-def _tuned_share(tasks: list[Any]) -> float:
-    total = sum(t.flops * t.count for t in tasks)
-    return sum(t.flops * t.count for t in tasks if t.tuned) / total if total else 0.0
-
-
 def _cmd_compile(args: argparse.Namespace) -> int:
+    from ir import tuned_flops_share
+
     from .model_compile import CompileError, compile
 
     start = time.perf_counter()
@@ -83,7 +80,7 @@ def _cmd_compile(args: argparse.Namespace) -> int:
         memory_text = (f"static activation buffers {model.meta['storage_bytes'] / 2**20:.1f} "
                        "MiB")
     summary = {"model": args.model, "output": str(path), "executor": args.executor,
-               "tasks": tasks, "tuned_flops_share": _tuned_share(model.tasks),
+               "tasks": tasks, "tuned_flops_share": tuned_flops_share(model.tasks),
                "memory": memory, "seconds": time.perf_counter() - start}
     if args.json:
         _print_json(summary)
@@ -99,8 +96,6 @@ def _cmd_compile(args: argparse.Namespace) -> int:
 
 
 def _cmd_tune_model(args: argparse.Namespace) -> int:
-    from db import NotFoundError
-
     from .jobs import submit_job
     from .model_compile import CompileError
     from .model_tune import budget_warning, model_job_tasks
@@ -123,11 +118,7 @@ def _cmd_tune_model(args: argparse.Namespace) -> int:
                   f"{spec.target}, {spec.trials} trials (resume with `tensortune jobs "
                   f"resume {job.id}`; `tensortune model-best {job.id}` gives the best)",
                   file=sys.stderr)
-        try:
-            result = run_with_progress(args, database, job.id, spec)
-        except NotFoundError as exc:
-            raise CLIError(str(exc)) from None
-        return report(args, result)
+        return report(args, run_with_progress(args, database, job.id, spec))
 
 
 def _cmd_model_best(args: argparse.Namespace) -> int:

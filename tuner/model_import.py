@@ -56,11 +56,13 @@ def extract_in_child(started: Callable[[], None], job: dict[str, Any]) -> tuple[
 
 
 def import_model_tasks(data: bytes, name: str, target: Target | str = "cpu", *,
-                       timeout: float = IMPORT_TIMEOUT_S) -> ModelTasks:
+                       timeout: float = IMPORT_TIMEOUT_S, sha256: str | None = None
+                       ) -> ModelTasks:
     """The tuning tasks of the ONNX model ``data`` (uploaded as ``name``), extracted in a
-    sandbox process (see the module docstring)."""
+    sandbox process (see the module docstring). ``sha256``: the hex digest of ``data``,
+    when the caller has it already."""
     target = Target.parse(target)
-    info = ModelInfo(display_name(name), hashlib.sha256(data).hexdigest())
+    info = ModelInfo(display_name(name), sha256 or hashlib.sha256(data).hexdigest())
     with tempfile.TemporaryDirectory(prefix="tensortune-model-") as tmp:
         path = os.path.join(tmp, "model.onnx")
         with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:

@@ -54,7 +54,7 @@ def model_job_tasks(model: Any, target: Any = "cpu", opt_level: int = 3) -> Mode
 def budget_warning(spec: JobSpec) -> str | None:
     """A warning when the trial budget cannot give every task its first batch (the tasks
     left out keep the default schedule, and the model has no estimate)."""
-    tasks = len({t.workload.key for t in spec.tasks})
+    tasks = len(spec.merged_tasks())
     if spec.trials >= tasks * spec.batch_size:
         return None
     return (f"{spec.trials} trials cannot give each of the {tasks} tasks a first batch of "
@@ -87,22 +87,17 @@ def model_best(db: Database, job_id: str) -> dict[str, Any]:
     if spec.model is None:
         raise SpecError(f"job {job_id} tunes single workloads, not a model")
     target = str(spec.target)
-    weights: dict[str, float] = {}
-    workloads = {}
-    for task in spec.tasks:
-        key = task.workload.key
-        weights[key] = weights.get(key, 0.0) + task.weight
-        workloads[key] = task.workload
     tasks, missing = [], []
-    for key, weight in weights.items():
+    for task in spec.merged_tasks():
+        key, weight = task.workload.key, task.weight
         found = db.best(key, target)
         record = found.records[0] if found.records else None
         latency = record.median_cost if record is not None else None
         if latency is None:
             missing.append(key)
-        flops = workloads[key].flops
+        flops = task.workload.flops
         tasks.append({
-            "workload_key": key, "name": workloads[key].name, "weight": weight,
+            "workload_key": key, "name": task.workload.name, "weight": weight,
             "flops": flops, "best_latency_s": latency,
             "best_gflops": flops / latency / 1e9 if latency and flops else None,
             "weighted_latency_s": weight * latency if latency is not None else None,

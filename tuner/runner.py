@@ -95,14 +95,8 @@ class JobRunner:
     def _prepare(self, previous: Job) -> None:
         self.seconds = TimeSplit.from_json(previous.progress.get("seconds"))
         self.estimate_curve = _curve(previous.progress.get("estimate_curve"))
-        merged: dict[str, TaskProgress] = {}
-        for task in self.spec.tasks:  # identical workloads are one task: weights add up
-            key = task.workload.key
-            if key in merged:
-                merged[key].weight += task.weight
-            else:
-                merged[key] = TaskProgress(task.workload, key, task.weight, task.workload.flops)
-        self.tasks = list(merged.values())
+        self.tasks = [TaskProgress(t.workload, t.workload.key, t.weight, t.workload.flops)
+                      for t in self.spec.merged_tasks()]  # identical workloads are one task
         for n, task in enumerate(self.tasks):
             start = time.perf_counter()
             policy = make_policy(SearchTask(task.workload, self.spec.target), self.spec.policy,

@@ -161,13 +161,37 @@ class JobSpec:
         if len(raw) > MAX_WORKLOADS:
             raise SpecError(f"workloads: at most {MAX_WORKLOADS} in one job, got {len(raw)}")
         tasks = tuple(_task(n, entry) for n, entry in enumerate(raw))
-        options = {k: v for k, v in doc.items() if k not in ("workloads", "measure", "model")}
+        return cls.from_options(tasks, {k: v for k, v in doc.items() if k != "workloads"})
+
+    @classmethod
+    def from_options(cls, tasks: tuple[TaskSpec, ...], options: Mapping[str, Any]) -> JobSpec:
+        """A spec of ``tasks`` (already read) and its other fields as JSON: ``target``,
+        ``trials``, ``measure``, ``model`` and the search options."""
+        names = {f.name for f in fields(cls)} - {"tasks"}
+        extra = sorted(set(options) - names)
+        if extra:
+            raise SpecError(f"unexpected field(s) {extra}; accepted: {sorted(names)}")
+        for required in ("target", "trials"):
+            if required not in options:
+                raise SpecError(f"{required}: required")
+        rest = {k: v for k, v in options.items() if k not in ("measure", "model")}
         try:
-            measure = MeasureSettings.from_json(doc.get("measure", {}))
+            measure = MeasureSettings.from_json(options.get("measure", {}))
         except (TypeError, ValueError) as err:
             raise SpecError(f"measure: {error_message(err)}") from None
-        model = ModelInfo.from_json(doc["model"]) if doc.get("model") is not None else None
-        return cls(tasks=tasks, measure=measure, model=model, **options)
+        model = options.get("model")
+        return cls(tasks=tasks, measure=measure,
+                   model=ModelInfo.from_json(model) if model is not None else None, **rest)
+
+    def merged_tasks(self) -> list[TaskSpec]:
+        """One task per distinct workload (by key), in order of first appearance, with the
+        weights of its repeats summed."""
+        merged: dict[str, TaskSpec] = {}
+        for task in self.tasks:
+            key = task.workload.key
+            seen = merged.get(key)
+            merged[key] = TaskSpec(task.workload, seen.weight + task.weight) if seen else task
+        return list(merged.values())
 
 
 def _task(n: int, entry: Any) -> TaskSpec:

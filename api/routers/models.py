@@ -28,6 +28,7 @@ from workers import SandboxError
 
 from ..auth import Principal
 from ..deps import get_state, reader, submitter
+from ..middleware import is_multipart
 from ..schemas import JobCreated, JobOptions, ModelBest
 from ..strict import StrictRoute, loads_strict
 from ..submissions import RateLimited, spec_digest
@@ -40,10 +41,7 @@ class ModelUploadRoute(StrictRoute):
 
     def matches(self, scope: Scope) -> tuple[Match, Scope]:
         match, child = super().matches(scope)
-        content_type = dict(scope.get("headers", ())).get(b"content-type", b"")
-        if not content_type.lower().startswith(b"multipart/form-data"):
-            return Match.NONE, {}
-        return match, child
+        return (match, child) if is_multipart(scope) else (Match.NONE, {})
 
 
 router = APIRouter(route_class=StrictRoute, tags=["models"])
@@ -100,7 +98,8 @@ async def submit_model(request: Request, response: Response, principal: Principa
         raise SpecError(f"trials: {options['trials']} is over this server's limit of "
                         f"{settings.max_trials}")
     who = principal.token_id or principal.owner
-    digest = spec_digest({"model_sha256": hashlib.sha256(data).hexdigest(), **options})
+    sha256 = await run_in_threadpool(lambda: hashlib.sha256(data).hexdigest())
+    digest = spec_digest({"model_sha256": sha256, **options})
     existing = await run_in_threadpool(repeat_or_admit, state, who, digest, idempotency_key)
     if existing is not None:
         response.status_code = 200
@@ -110,7 +109,8 @@ async def submit_model(request: Request, response: Response, principal: Principa
                           "retry shortly", 10.0)
     try:
         found = await run_in_threadpool(import_model_tasks, data, filename, target,
-                                        timeout=settings.model_import_timeout_s)
+                                        timeout=settings.model_import_timeout_s,
+                                        sha256=sha256)
     except ModelImportError as err:
         raise SpecError(f"model: {err}") from None
     except SandboxError as err:
@@ -118,8 +118,7 @@ async def submit_model(request: Request, response: Response, principal: Principa
                             headers={"Retry-After": "30"}) from None
     finally:
         state.model_imports.release()
-    spec = JobSpec.from_json({"workloads": [t.to_json() for t in found.tasks],
-                              "model": found.info.to_json(), **options})
+    spec = JobSpec.from_options(found.tasks, {**options, "model": found.info.to_json()})
     check_limits(state, spec)
     return await run_in_threadpool(create_job, state, principal, spec, who, digest,
                                    idempotency_key, response)

@@ -13,7 +13,15 @@ build pipeline, and the executors.
 
 from . import aot_runtime, runtime, vm
 from .aot import AotCompileError, AotModel, aot_compile
-from .build import CompiledModel, Task, TaskReport, build, extract_tasks, optimize
+from .build import (
+    CompiledModel,
+    Task,
+    TaskReport,
+    build,
+    extract_tasks,
+    optimize,
+    tuned_flops_share,
+)
 from .graph_executor import GraphBuildError, plan_graph, plan_memory
 from .lower import LoweredFunction, lower_primitive
 from .vm import VirtualMachine, VMClosure, VMError, VMExecutable, VMStats
@@ -22,4 +30,5 @@ from .vm_compiler import VMCompileError
 __all__ = ["AotCompileError", "AotModel", "CompiledModel", "GraphBuildError", "LoweredFunction",
            "Task", "TaskReport", "VMClosure", "VMCompileError", "VMError", "VMExecutable",
            "VMStats", "VirtualMachine", "aot_compile", "aot_runtime", "build", "extract_tasks",
-           "lower_primitive", "optimize", "plan_graph", "plan_memory", "runtime", "vm"]
+           "lower_primitive", "optimize", "plan_graph", "plan_memory", "runtime",
+           "tuned_flops_share", "vm"]

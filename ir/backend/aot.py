@@ -29,7 +29,7 @@ from typing import Any
 
 from ..module import Module
 from .aot_runtime import AOT_VERSION, AotModel, load
-from .build import Schedules, TaskReport, _kernel_source, _output_names, _plan
+from .build import KernelSet, Schedules, _output_names, _plan
 from .graph_executor import GraphBuildError, GraphPlan, _nbytes
 from .lower import lower_primitive, operator_names
 
@@ -66,21 +66,10 @@ def aot_compile(module: Module, target: Any = "cpu", schedules: Schedules = None
         raise AotCompileError("AOT compilation needs a compiled kernel for every fused "
                               "function; these have none (the graph executor, ir.build, "
                               f"runs them on numpy): {'; '.join(refused)}")
-    entries: dict[str, str] = {}  # workload key -> kernel entry symbol
-    reports: dict[str, TaskReport] = {}
-    sources: list[str] = []
-    calls: list[tuple[str, list[int], str]] = []  # (entry symbol, argument entries, name)
-    for lw, (_, inputs, outs) in zip(lowered, plan.calls, strict=True):
-        key = lw.workload.key
-        if key not in entries:
-            k, reports[key] = _kernel_source(lw, target, f"k{len(entries)}", schedules,
-                                             default_schedule)
-            sources.append(k.source)
-            entries[key] = k.signature.entry
-        reports[key].count += 1
-        calls.append((entries[key], [*(inputs[p][0] for p in lw.param_order), *outs],
-                      lw.name))
-    source, storage_bytes = _translation_unit(plan, sources, calls)
+    kernels = KernelSet(target, schedules, default_schedule)
+    calls = [(kernels.entry(lw), [*(inputs[p][0] for p in lw.param_order), *outs], lw.name)
+             for lw, (_, inputs, outs) in zip(lowered, plan.calls, strict=True)]
+    source, storage_bytes = _translation_unit(plan, kernels.sources, calls)
     library, _ = compile_source(source, target.compiler_flags())
 
     def spec(i: int, name: str) -> dict[str, Any]:
@@ -96,7 +85,7 @@ def aot_compile(module: Module, target: Any = "cpu", schedules: Schedules = None
             "params": [spec(params[n], n) for n in plan.params],
             "calls": [name for _, _, name in calls],
             "target": str(target), "storage_bytes": storage_bytes}
-    return AotModel(library, meta, plan.params, source, list(reports.values()))
+    return AotModel(library, meta, plan.params, source, kernels.reports)
 
 
 def _renamed(source: str, suffix: str) -> str:

@@ -37,7 +37,8 @@ from .graph_executor import GraphBuildError, GraphPlan, MemoryPlan, plan_graph, 
 from .lower import LoweredFunction, lower_primitive, operator_names
 from .runtime import GRAPH_VERSION, GraphRuntime, save_artifact
 
-__all__ = ["CompiledModel", "Task", "TaskReport", "build", "extract_tasks", "optimize"]
+__all__ = ["CompiledModel", "Task", "TaskReport", "build", "extract_tasks", "optimize",
+           "tuned_flops_share"]
 
 Schedules = Mapping[str, Any] | Callable[[Any], Any] | None
 
@@ -145,9 +146,13 @@ class CompiledModel:
 
     def tuned_share(self) -> float:
         """The share of the model's FLOPs whose kernels use tuned schedules."""
-        total = sum(t.flops * t.count for t in self.tasks)
-        tuned = sum(t.flops * t.count for t in self.tasks if t.tuned)
-        return tuned / total if total else 0.0
+        return tuned_flops_share(self.tasks)
+
+
+def tuned_flops_share(tasks: list[TaskReport]) -> float:
+    """The share of a build's FLOPs (``TaskReport``s: flops x count) with tuned schedules."""
+    total = sum(t.flops * t.count for t in tasks)
+    return sum(t.flops * t.count for t in tasks if t.tuned) / total if total else 0.0
 
 
 def _steps_for(schedules: Schedules, workload: Any) -> Any:
@@ -169,9 +174,7 @@ def build(module: Module, target: Any = "cpu", schedules: Schedules = None,
     start = time.perf_counter()
     target = Target.parse(target) if not isinstance(target, Target) else target
     main, plan, memory = _plan(module, opt_level)
-    kernels: dict[str, tuple[str, LoweredFunction]] = {}  # workload key -> (symbol, lowered)
-    reports: dict[str, TaskReport] = {}
-    sources: list[str] = []
+    kernels = KernelSet(target, schedules, default_schedule)
     python_kernels: dict[int, Callable[..., Any]] = {}
     nodes: list[dict[str, Any]] = []
     for func, inputs, outs in plan.calls:
@@ -181,29 +184,20 @@ def build(module: Module, target: Any = "cpu", schedules: Schedules = None,
             python_kernels[index] = _numpy_kernel(func, inputs)
             nodes.append({"python": index, "name": lowered.name,
                           "inputs": [i for g in inputs for i in g], "outputs": outs})
-            report = reports.setdefault(f"numpy:{lowered.name}", TaskReport(
-                lowered.name, None, 0, 0.0, False, f"numpy: {lowered.reason}"))
-            report.count += 1
+            kernels.count_numpy(lowered.name, lowered.reason)
             continue
-        key = lowered.workload.key
-        if key not in kernels:
-            k, reports[key] = _kernel_source(lowered, target, f"k{len(kernels)}", schedules,
-                                             default_schedule)
-            sources.append(k.source)
-            kernels[key] = (k.signature.entry, lowered)
-        reports[key].count += 1
-        symbol, _ = kernels[key]
         flat_in = [inputs[p][0] for p in lowered.param_order]
-        nodes.append({"kernel": symbol, "name": lowered.name, "args": [*flat_in, *outs]})
+        nodes.append({"kernel": kernels.entry(lowered), "name": lowered.name,
+                      "args": [*flat_in, *outs]})
     library = None
-    if sources:
-        library, _ = compile_library(sources, tuple(target.compiler_flags()))
+    if kernels.sources:
+        library, _ = compile_library(kernels.sources, tuple(target.compiler_flags()))
     graph = {"version": GRAPH_VERSION, "entries": plan.entries, "storages": memory.storages,
              "nodes": nodes, "inputs": plan.inputs, "input_names": plan.input_names,
              "outputs": plan.outputs, "output_structure": plan.output_structure,
              "output_names": _output_names(main, len(plan.outputs))}
     runtime = GraphRuntime(graph, plan.params, library, python_kernels)
-    return CompiledModel(runtime, graph, plan.params, library, list(reports.values()), memory,
+    return CompiledModel(runtime, graph, plan.params, library, kernels.reports, memory,
                          time.perf_counter() - start, exportable=not python_kernels)
 
 
@@ -241,6 +235,42 @@ def _kernel_source(lowered: LoweredFunction, target: Any, name: str, schedules: 
     k = kernel_source(s, args, target, name=name)
     return k, TaskReport(lowered.name, lowered.workload.key, 0, lowered.workload.flops, tuned,
                          note)
+
+class KernelSet:
+    """The kernels of one build (graph executor, VM or AOT): one C source per distinct
+    workload key, scheduled by ``_kernel_source``, with its entry symbol
+    (``tt_<prefix><n>``) and a ``TaskReport`` counting the fused calls it serves; fused
+    calls without a kernel are counted too, by name and reason."""
+
+    def __init__(self, target: Any, schedules: Schedules,
+                 default_schedule: Callable[[Any], Any] | None, prefix: str = "k"):
+        self.target, self.schedules, self.default_schedule = target, schedules, default_schedule
+        self.prefix = prefix
+        self.sources: list[str] = []
+        self.entries: dict[str, str] = {}  # workload key -> entry symbol
+        self._reports: dict[str, TaskReport] = {}
+
+    def entry(self, lowered: LoweredFunction) -> str:
+        """The entry symbol of ``lowered``'s kernel (its source made on first use)."""
+        key = lowered.workload.key
+        if key not in self.entries:
+            k, self._reports[key] = _kernel_source(
+                lowered, self.target, f"{self.prefix}{len(self.entries)}", self.schedules,
+                self.default_schedule)
+            self.sources.append(k.source)
+            self.entries[key] = k.signature.entry
+        self._reports[key].count += 1
+        return self.entries[key]
+
+    def count_numpy(self, name: str, reason: str) -> None:
+        """Count a fused call of ``name`` that runs without a kernel, and why."""
+        report = self._reports.setdefault(f"numpy:{name}:{reason}", TaskReport(
+            name, None, 0, 0.0, False, f"numpy: {reason}"))
+        report.count += 1
+
+    @property
+    def reports(self) -> list[TaskReport]:
+        return list(self._reports.values())
 
 
 def _output_names(main: Function, count: int) -> list[str]:

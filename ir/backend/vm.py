@@ -65,7 +65,7 @@ from ..types import (
     TypeData,
     substitute,
 )
-from .build import Schedules, TaskReport, _kernel_source, optimize
+from .build import KernelSet, Schedules, TaskReport, optimize
 from .lower import LoweredFunction, lower_primitive
 from .vm_compiler import (
     Instruction,
@@ -239,23 +239,15 @@ def _build_kernels(program: Program, target: Any, schedules: Schedules,
 
     lowered = [lower_primitive(p.function) for p in program.packed]
     reasons = [_no_kernel(low) for low in lowered]
-    symbols: dict[str, str] = {}  # workload key -> entry symbol
-    sources: list[str] = []
-    reports: dict[str, TaskReport] = {}
+    kernel_set = KernelSet(target, schedules, default_schedule, prefix="vm")
     for low, reason in zip(lowered, reasons, strict=True):
-        key = f"numpy:{low.name}:{reason}" if reason else low.workload.key
-        if key not in reports:
-            if reason:
-                reports[key] = TaskReport(low.name, None, 0, 0.0, False, f"numpy: {reason}")
-            else:
-                k, reports[key] = _kernel_source(low, target, f"vm{len(symbols)}", schedules,
-                                                 default_schedule)
-                sources.append(k.source)
-                symbols[key] = k.signature.entry
-        reports[key].count += 1
+        if reason:
+            kernel_set.count_numpy(low.name, reason)
+        else:
+            kernel_set.entry(low)
     library = handle = None
-    if sources:
-        library, _ = compile_library(sources, tuple(target.compiler_flags()))
+    if kernel_set.sources:
+        library, _ = compile_library(kernel_set.sources, tuple(target.compiler_flags()))
         handle = ctypes.CDLL(str(library))
     kernels: dict[str, Callable[[list, tuple], object]] = {}
     packed: list[_Packed] = []
@@ -265,14 +257,14 @@ def _build_kernels(program: Program, target: Any, schedules: Schedules,
             continue
         key = low.workload.key
         if key not in kernels:
-            fn = getattr(handle, symbols[key])
+            fn = getattr(handle, kernel_set.entries[key])
             fn.argtypes = [_POINTER] * (len(low.param_order) + len(low.out_types))
             fn.restype = ctypes.c_int32
             outs = [(tuple(int(d) for d in t.shape), np.dtype(t.dtype)) for t in low.out_types]
             is_tuple = isinstance(low.function.body.checked_type, TupleType)
             kernels[key] = _kernel_function(fn, outs, is_tuple, low.name)
         packed.append(_Packed(kernels[key], list(low.param_order)))
-    return packed, list(reports.values()), library, handle
+    return packed, kernel_set.reports, library, handle
 
 
 # --------------------------------------------------------------------------- executable

@@ -1,7 +1,7 @@
 """Helpers the optimisation passes share: recognising operator calls, counting how many
 parents use each node, telling pure expressions from effectful ones, a mutator base that
-leaves fused (``Primitive``) functions alone, and mapping a rewrite over a module's
-global functions.
+leaves fused (``Primitive``) functions alone, a mixin that inlines chosen ``let``s, and
+mapping a rewrite over a module's global functions.
 """
 
 from __future__ import annotations
@@ -26,13 +26,14 @@ from ..expr import (
     RefWrite,
     Tuple,
     TupleGetItem,
+    Var,
 )
 from ..module import Module
 from ..types import TensorType
 from ..visitor import ExprMutator, ExprVisitor
 
-__all__ = ["Rewriter", "call_of", "const_like", "impure_nodes", "is_primitive", "is_pure",
-           "map_functions", "map_typed_functions", "op_name", "perm_or_none",
+__all__ = ["LetInlining", "Rewriter", "call_of", "const_like", "impure_nodes", "is_primitive",
+           "is_pure", "map_functions", "map_typed_functions", "op_name", "perm_or_none",
            "static_tensor_type", "use_counts"]
 
 
@@ -81,11 +82,44 @@ class Rewriter(ExprMutator):
         return super().visit_function(e)
 
 
+class LetInlining(ExprMutator):
+    """A mutator mixin that drops the ``let``s whose (visited) value ``inlines`` accepts:
+    every use of the variable becomes that value. Put it before the mutator base, as in
+    ``class P(LetInlining, Rewriter)``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inlined: set[int] = set()  # ids of the lets whose value was inlined
+
+    def inlines(self, e: Let, value: Expr) -> bool:
+        raise NotImplementedError
+
+    def visit_let_binding(self, e: Let) -> tuple[Var, Expr]:
+        value = self.visit(e.value)
+        if self.inlines(e, value):
+            self._memo[id(e.var)] = (e.var, value)
+            self.inlined.add(id(e))
+            return e.var, value
+        return self.visit(e.var), value
+
+    def rebuild_let(self, e: Let, var: Var, value: Expr, body: Expr) -> Expr:
+        if id(e) in self.inlined:
+            return body
+        return super().rebuild_let(e, var, value, body)
+
+
 def map_functions(module: Module, rewrite: Callable[[Function], Function]) -> Module:
     """A copy of ``module`` with ``rewrite`` applied to each global function that is not
     ``Primitive``."""
+    return _rewritten(module, module, rewrite)
+
+
+def _rewritten(module: Module, source: Module, rewrite: Callable[[Function], Function]
+               ) -> Module:
+    """A copy of ``module`` with each non-``Primitive`` function of ``source`` that
+    ``rewrite`` changes replaced by the rewrite."""
     out = module.copy()
-    for gv, func in module.functions.items():
+    for gv, func in source.functions.items():
         if is_primitive(func):
             continue
         new = rewrite(func)
@@ -100,15 +134,7 @@ def map_typed_functions(module: Module, rewrite: Callable[[Function], Function])
     own (so a pass that changes nothing returns the functions it was given)."""
     from .infer_type import infer_type
 
-    typed = infer_type(module)
-    out = module.copy()
-    for gv, func in typed.functions.items():
-        if is_primitive(func):
-            continue
-        new = rewrite(func)
-        if new is not func:
-            out.add(gv, new, update=True)
-    return out
+    return _rewritten(module, infer_type(module), rewrite)
 
 
 # ------------------------------------------------------------------------------- uses

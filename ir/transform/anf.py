@@ -47,7 +47,8 @@ from ..expr import (
 )
 from ..module import Module
 from ..vars import free_vars
-from ..visitor import ExprMutator, ExprVisitor
+from ..visitor import ExprVisitor
+from ._util import LetInlining
 
 __all__ = ["is_atomic", "to_a_normal_form", "to_graph_normal_form"]
 
@@ -253,11 +254,10 @@ def _effects(e: Expr) -> _Effects:
     return v
 
 
-class _ToGNF(ExprMutator):
+class _ToGNF(LetInlining):
     def __init__(self, program_has_refs: bool):
         super().__init__()
         self.program_has_refs = program_has_refs
-        self.inlined: set[int] = set()
 
     def pure(self, value: Expr) -> bool:
         if not self.program_has_refs:
@@ -265,21 +265,10 @@ class _ToGNF(ExprMutator):
         eff = _effects(value)
         return not eff.refs and not eff.calls
 
-    def visit_let_binding(self, e: Let) -> tuple[Var, Expr]:
-        value = self.visit(e.value)
+    def inlines(self, e: Let, value: Expr) -> bool:
         recursive = isinstance(e.value, Function) and any(v is e.var
                                                           for v in free_vars(e.value))
-        if not recursive and self.pure(e.value):
-            # every later use of the variable becomes the (shared) value
-            self._memo[id(e.var)] = (e.var, value)
-            self.inlined.add(id(e))
-            return e.var, value
-        return self.visit(e.var), value
-
-    def rebuild_let(self, e: Let, var: Var, value: Expr, body: Expr) -> Expr:
-        if id(e) in self.inlined:
-            return body
-        return super().rebuild_let(e, var, value, body)
+        return not recursive and self.pure(e.value)
 
 
 def to_graph_normal_form(x: Expr | Module) -> Expr | Module:

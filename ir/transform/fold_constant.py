@@ -28,7 +28,7 @@ from ..expr import Call, Constant, Expr, Let, Op, Tuple, TupleGetItem, Var
 from ..interpreter import EvaluationError, evaluate
 from ..module import Module
 from ..types import TensorType, TupleType, Type
-from ._util import Rewriter, is_pure, map_functions
+from ._util import LetInlining, Rewriter, is_pure, map_functions
 from .pass_infra import Pass, PassContext, module_pass
 
 __all__ = ["SMALL_RESULT", "FoldConstant", "fold_constant"]
@@ -64,11 +64,10 @@ def _as_expr(value: object) -> Expr:
     return Constant(np.asarray(value))
 
 
-class _Folder(Rewriter):
+class _Folder(LetInlining, Rewriter):
     def __init__(self, small_result: int):
         super().__init__()
         self.small_result = small_result
-        self.inlined: set[int] = set()  # ids of lets whose constant value was inlined
 
     def visit_call(self, e: Call) -> Expr:
         new = super().visit_call(e)
@@ -101,18 +100,8 @@ class _Folder(Rewriter):
             return new
         return tup.fields[new.index]
 
-    def visit_let_binding(self, e: Let) -> tuple[Var, Expr]:
-        value = self.visit(e.value)
-        if _is_const_value(value):
-            self._memo[id(e.var)] = (e.var, value)  # every use of the variable is the value
-            self.inlined.add(id(e))
-            return e.var, value
-        return self.visit(e.var), value
-
-    def rebuild_let(self, e: Let, var: Var, value: Expr, body: Expr) -> Expr:
-        if id(e) in self.inlined:
-            return body
-        return super().rebuild_let(e, var, value, body)
+    def inlines(self, e: Let, value: Expr) -> bool:
+        return _is_const_value(value)
 
 
 def fold_constant(expr: Expr, small_result: int = SMALL_RESULT) -> Expr:

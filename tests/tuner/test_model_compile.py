@@ -92,3 +92,15 @@ def test_aot_artefact_compiles_and_runs(tmp_path):
         None, {"image": image})[0]
     np.testing.assert_allclose(np.load(tmp_path / "out.npz")["logits"], want, rtol=1e-4,
                                atol=1e-5)
+
+
+def test_bad_executor_and_a_directory_that_is_not_an_artefact(tmp_path):
+    model = small_cnn(tmp_path / "cnn.onnx")
+    with pytest.raises(tuner.CompileError, match="unknown executor 'jit'"):
+        tuner.compile(model, "cpu", f"sqlite:///{tmp_path / 'db.db'}", executor="jit")
+    (tmp_path / "empty.aot").mkdir()
+    np.savez(tmp_path / "in.npz", image=np.zeros((1, 3, 8, 8), "float32"))
+    result = cli("run", str(tmp_path / "empty.aot"), "--inputs", str(tmp_path / "in.npz"),
+                 check=False)
+    assert result.returncode != 0 and "cannot load" in result.stderr
+    assert "Traceback" not in result.stderr
