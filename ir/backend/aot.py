@@ -58,7 +58,7 @@ def aot_compile(module: Module, target: Any = "cpu", schedules: Schedules = None
     from schedule import Target, compile_source
 
     target = Target.parse(target) if not isinstance(target, Target) else target
-    main, plan, _ = _plan(module, opt_level)  # (the memory plan is in plan's entries)
+    main, plan, _ = _plan(module, opt_level, target)  # (the memory plan is in plan's entries)
     lowered = [lower_primitive(func) for func, _, _ in plan.calls]
     refused = [f"{lw.name} ({', '.join(operator_names(lw.function))}: {lw.reason})"
                for lw in lowered if lw.workload is None]

@@ -22,6 +22,7 @@ import numpy as np
 from ..expr import Call, Function
 from ..module import Module
 from ..transform import (
+    ConvertLayout,
     DeadCodeElimination,
     EliminateCommonSubexpr,
     FoldConstant,
@@ -43,13 +44,28 @@ __all__ = ["CompiledModel", "Task", "TaskReport", "build", "extract_tasks", "opt
 Schedules = Mapping[str, Any] | Callable[[Any], Any] | None
 
 
-def optimize(module: Module, opt_level: int = 3) -> Module:
-    """The optimisation and fusion pipeline shared by task extraction and build."""
-    passes = [InferType(), SimplifyInference(), FoldConstant(), FoldScaleAxis(), FoldConstant(),
-              EliminateCommonSubexpr(), DeadCodeElimination()]
+def optimize(module: Module, opt_level: int = 3, target: Any = None) -> Module:
+    """The optimisation and fusion pipeline shared by task extraction and build. For a CPU
+    ``target`` the convolutions run on channels packed in blocks of its float32 vector
+    lanes (``ConvertLayout`` to ``NCHW<lanes>c``)."""
+    passes = [InferType(), SimplifyInference(), FoldConstant(), FoldScaleAxis()]
+    lanes = _float32_lanes(target)
+    if lanes is not None:
+        passes.append(ConvertLayout({"nn.conv2d": (f"NCHW{lanes}c", "default")}))
+    passes += [FoldConstant(), EliminateCommonSubexpr(), DeadCodeElimination()]
     passes += [FuseOps(), InferType()]
     with PassContext(opt_level=opt_level):
         return Sequential(passes, "Optimize")(module)
+
+
+def _float32_lanes(target: Any) -> int | None:
+    """The float32 vector lanes of a CPU target (None for no target or another kind)."""
+    if target is None:
+        return None
+    from schedule import Target
+
+    target = target if isinstance(target, Target) else Target.parse(target)
+    return max(1, target.vector_bits // 32) if target.kind == "cpu" else None
 
 
 @dataclass
@@ -89,7 +105,7 @@ def extract_tasks(module: Module, target: Any = "cpu", opt_level: int = 3) -> li
     """The model's tuning tasks after the build pipeline: one per distinct fused workload,
     weighted by its number of occurrences, in order of first occurrence. Fused functions
     without a lowering are not tasks (they run on numpy)."""
-    fused = optimize(module, opt_level)
+    fused = optimize(module, opt_level, target)
     tasks: dict[str, Task] = {}
     for func in _primitive_calls(fused):
         lowered = lower_primitive(func)
@@ -173,7 +189,7 @@ def build(module: Module, target: Any = "cpu", schedules: Schedules = None,
 
     start = time.perf_counter()
     target = Target.parse(target) if not isinstance(target, Target) else target
-    main, plan, memory = _plan(module, opt_level)
+    main, plan, memory = _plan(module, opt_level, target)
     kernels = KernelSet(target, schedules, default_schedule)
     python_kernels: dict[int, Callable[..., Any]] = {}
     nodes: list[dict[str, Any]] = []
@@ -201,9 +217,11 @@ def build(module: Module, target: Any = "cpu", schedules: Schedules = None,
                          time.perf_counter() - start, exportable=not python_kernels)
 
 
-def _plan(module: Module, opt_level: int) -> tuple[Function, GraphPlan, MemoryPlan]:
-    """Optimise and fuse ``module``; its ``@main``, the graph plan and the memory plan."""
-    fused = optimize(module, opt_level)
+def _plan(module: Module, opt_level: int, target: Any
+          ) -> tuple[Function, GraphPlan, MemoryPlan]:
+    """Optimise and fuse ``module`` for ``target``; its ``@main``, the graph plan and the
+    memory plan."""
+    fused = optimize(module, opt_level, target)
     if "main" not in fused:
         raise GraphBuildError("the module has no @main function")
     main = fused["main"]

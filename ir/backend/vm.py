@@ -335,7 +335,7 @@ def compile(module: Module, target: Any = "cpu", schedules: Schedules = None,
 
     start = time.perf_counter()
     target = target if isinstance(target, Target) else Target.parse(target)
-    fused = optimize(module, opt_level)
+    fused = optimize(module, opt_level, target)
     if "main" not in fused:
         raise VMError("the module has no @main function")
     program = compile_program(fused)

@@ -1,7 +1,8 @@
 """The operators of the IR, registered on import: ``tensor`` (no namespace: ``add``,
 ``sum``...) and ``nn``. ``ir.op.<name>(...)`` / ``ir.op.nn.<name>(...)`` build calls of
 registered operators (generated from the registry: see ``_make``); ``transform`` registers
-the shape-manipulation and creation operators (also without a namespace); ``relations``
+the shape-manipulation and creation operators (also without a namespace); ``packed`` the
+operators over packed-channel layouts (``layout_transform``, ``nn.conv2d_nchwc``...); ``relations``
 holds the type-relation helpers operator definitions share (broadcasting, reductions,
 windows, layouts); ``lowering`` the lowerings to the op library's tensor expressions.
 
@@ -11,16 +12,17 @@ A new namespace is a module here that registers its operators and sets
 
 from __future__ import annotations
 
-from . import lowering, nn, relations, tensor, transform
+from . import lowering, nn, packed, relations, tensor, transform
 from ._make import make_call, namespace_getattr, namespace_ops, op_builder
 
 __getattr__ = namespace_getattr("")
 
 
 def __dir__() -> list[str]:
-    return sorted({*namespace_ops(""), "lowering", "nn", "relations", "tensor", "transform",
-                   "make_call", "namespace_getattr", "namespace_ops", "op_builder"})
+    return sorted({*namespace_ops(""), "lowering", "nn", "packed", "relations", "tensor",
+                   "transform", "make_call", "namespace_getattr", "namespace_ops",
+                   "op_builder"})
 
 
 __all__ = ["lowering", "make_call", "namespace_getattr", "namespace_ops", "nn", "op_builder",
-           "relations", "tensor", "transform"]
+           "packed", "relations", "tensor", "transform"]

@@ -165,11 +165,41 @@ def conv2d(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
               out_dtype=attrs.out_dtype or None)
 
 
+def layout_transform(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
+    ops, _ = _lib()
+    return ops.layout_transform(inputs[0], attrs.src_layout, attrs.dst_layout)
+
+
+def packed_conv(name: str) -> Callable:
+    """The lowering of ``nn.<name>`` (``conv2d_nchwc``, ``depthwise_conv2d_nchwc``)."""
+    def lower(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
+        from . import relations as rel
+
+        ops, _ = _lib()
+        op = f"nn.{name}"
+        return getattr(ops, name)(inputs[0], inputs[1],
+                                  stride=rel.pair(op, attrs.strides, "strides"),
+                                  padding=rel.padding2d(op, attrs.padding),
+                                  dilation=rel.pair(op, attrs.dilation, "dilation"),
+                                  out_dtype=attrs.out_dtype or None)
+
+    return lower
+
+
+def _pool_layout(name: str, attrs: Attrs) -> None:
+    """Pooling lowers NCHW and the packed NCHW[x]c (where C blocks pool like a batch axis)."""
+    from . import relations as rel
+
+    if not rel.is_nchw_or_packed(attrs.layout) or (attrs.out_layout or attrs.layout
+                                                   ) != attrs.layout:
+        raise LoweringError(f"{name}: only NCHW and NCHW[x]c have a lowering, got "
+                            f"{attrs.layout}")
+
+
 def _pool_args(name: str, attrs: Attrs) -> tuple[tuple, tuple, tuple]:
     from . import relations as rel
 
-    if attrs.layout != "NCHW" or (attrs.out_layout or "NCHW") != "NCHW":
-        raise LoweringError(f"{name}: only NCHW has a lowering, got {attrs.layout}")
+    _pool_layout(name, attrs)
     if attrs.ceil_mode or tuple(attrs.dilation) not in ((1,), (1, 1)):
         raise LoweringError(f"{name}: ceil_mode and dilation have no lowering")
     return (rel.pair(name, attrs.pool_size, "pool_size"), rel.pair(name, attrs.strides, "strides"),
@@ -191,9 +221,7 @@ def avg_pool2d(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
 
 def global_avg_pool2d(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
     ops, _ = _lib()
-    if attrs.layout != "NCHW" or (attrs.out_layout or "NCHW") != "NCHW":
-        raise LoweringError(f"nn.global_avg_pool2d: only NCHW has a lowering, got "
-                            f"{attrs.layout}")
+    _pool_layout("nn.global_avg_pool2d", attrs)
     return ops.global_avg_pool2d(inputs[0])
 
 

@@ -386,11 +386,54 @@ def _pool_geometry(op: str, types: Sequence[Type], attrs: Attrs) -> tuple:
     return out_type, dl, out_layout, size, strides, dilation, pads
 
 
-def _pool_relation(op: str) -> Callable:
-    def relation(types: Sequence[Type], attrs: Attrs) -> Type:
-        return _pool_geometry(op, types, attrs)[0]
+def _unpacked(op: str, data: TensorType, attrs: Attrs) -> tuple[TensorType, Attrs, int] | None:
+    """For pooling in a packed ``NCHW<b>c`` layout: the type of the NCHW input it stands
+    for, the attributes for NCHW, and the block (None for unpacked layouts)."""
+    block = rel.packed_block(attrs.layout)
+    if block is None:
+        return None
+    if (attrs.out_layout or attrs.layout) != attrs.layout:
+        raise IRTypeError(f"{op}: a packed layout {attrs.layout} needs out_layout equal to it")
+    if data.ndim != 5 or data.shape[4] != block or not isinstance(data.shape[1], int):
+        raise IRTypeError(f"{op}: input {format_shape(data.shape)} is not {attrs.layout} "
+                          f"(N, C/{block}, H, W, {block})")
+    n, co, h, w, _ = data.shape
+    return (TensorType((n, co * block, h, w), data.dtype),
+            attrs.replace(layout="NCHW", out_layout=""), block)
 
-    return relation
+
+def _packed_type(t: TensorType, block: int) -> TensorType:
+    n, c, h, w = t.shape
+    return TensorType((n, c // block, h, w, block), t.dtype)  # type: ignore[operator]
+
+
+def _packed_compute(op: str, compute: Callable) -> Callable:
+    """``compute`` (over NCHW) for NCHW or packed-layout inputs: a packed input is
+    unpacked, computed on, and the result packed again."""
+    def run(args: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+        x = np.asarray(args[0])
+        if rel.packed_block(attrs.layout) is None:
+            return compute(args, attrs)
+        from schedule import ops
+
+        _, nchw_attrs, _ = _unpacked(op, _tt(x), attrs)
+        out = compute([ops.reference.layout_transform(x, attrs.layout, "NCHW")], nchw_attrs)
+        return ops.reference.layout_transform(out, "NCHW", attrs.layout)
+
+    return run
+
+
+def _pool_relation(op: str, relation: Callable | None = None) -> Callable:
+    def packed_relation(types: Sequence[Type], attrs: Attrs) -> Type:
+        data = rel.expect_tensor(op, types[0])
+        unpacked = _unpacked(op, data, attrs)
+        plain = relation or (lambda ts, a: _pool_geometry(op, ts, a)[0])
+        if unpacked is None:
+            return plain(types, attrs)
+        t, nchw_attrs, block = unpacked
+        return _packed_type(plain([t], nchw_attrs), block)
+
+    return packed_relation
 
 
 def _window_reduce(xp: np.ndarray, size: tuple, strides: tuple, dilation: tuple, oh: int,
@@ -444,7 +487,8 @@ _POOL_SCHEMA = {"pool_size": (tuple, (1, 1)), "strides": (tuple, (1, 1)),
 register_op(OpDef(
     name="nn.max_pool2d", num_inputs=1, attrs_schema=_POOL_SCHEMA,
     type_relation=_pool_relation("nn.max_pool2d"), pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
-    compute=lambda args, attrs: _pool("nn.max_pool2d", args, attrs),
+    compute=_packed_compute("nn.max_pool2d",
+                            lambda args, attrs: _pool("nn.max_pool2d", args, attrs)),
     lowering=low.max_pool2d,
     doc="Maximum over ``pool_size`` windows; padding never wins."))
 
@@ -452,7 +496,8 @@ register_op(OpDef(
     name="nn.avg_pool2d", num_inputs=1,
     attrs_schema={**_POOL_SCHEMA, "count_include_pad": (bool, False)},
     type_relation=_pool_relation("nn.avg_pool2d"), pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
-    compute=lambda args, attrs: _pool("nn.avg_pool2d", args, attrs),
+    compute=_packed_compute("nn.avg_pool2d",
+                            lambda args, attrs: _pool("nn.avg_pool2d", args, attrs)),
     lowering=low.avg_pool2d,
     doc="Mean over ``pool_size`` windows, divided by the number of input elements in the "
         "window (``count_include_pad``: of elements in the padded input)."))
@@ -485,8 +530,10 @@ def _global_avg_pool(args: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
 register_op(OpDef(
     name="nn.global_avg_pool2d", num_inputs=1,
     attrs_schema={"layout": (str, "NCHW"), "out_layout": (str, "")},
-    type_relation=_global_pool_relation, pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
-    compute=_global_avg_pool, lowering=low.global_avg_pool2d,
+    type_relation=_pool_relation("nn.global_avg_pool2d", _global_pool_relation),
+    pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+    compute=_packed_compute("nn.global_avg_pool2d", _global_avg_pool),
+    lowering=low.global_avg_pool2d,
     doc="Mean over the whole H x W plane; H and W become 1."))
 
 # --------------------------------------------------------------------------- normalization

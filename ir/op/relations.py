@@ -241,6 +241,20 @@ def layout_axes(op_name: str, layout: str, letters: str, what: str) -> dict[str,
     return {c: layout.index(c) for c in letters}
 
 
+def packed_block(layout: str) -> int | None:
+    """The channel block of a packed ``NCHW<b>c`` layout (None for any other layout)."""
+    if isinstance(layout, str) and layout.startswith("NCHW") and layout.endswith("c"):
+        digits = layout[4:-1]
+        if digits.isdigit() and int(digits) >= 1:
+            return int(digits)
+    return None
+
+
+def is_nchw_or_packed(layout: str) -> bool:
+    """``layout`` is NCHW or a packed NCHW<b>c."""
+    return layout == "NCHW" or packed_block(layout) is not None
+
+
 def window_out_dim(size: Dim, kernel: Dim, stride: int, pad_total: int, dilation: int,
                    ceil_mode: bool = False) -> Dim:
     """The output length of a sliding window (Relay's formula; ``ceil_mode`` rounds the

@@ -29,12 +29,15 @@ original's axis ``p[i]``), or, for tuples, one such per field. Operators then:
 ``let``-bound values keep their converted layout (the variable is rebound, unannotated, so
 A-normal form converts as well as graph form). So a ResNet body in NCHW converted to NHWC
 has one transpose at its input and one before its flatten. Packed layouts (``NCHW8c``) are
-not supported. ``Primitive`` functions are not entered. The pass infers types first.
+converted by ``pack_layout`` (``ConvertLayout({"nn.conv2d": ("NCHW16c", "default")})``),
+which builds on this converter. ``Primitive`` functions are not entered. The pass infers
+types first.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -56,7 +59,7 @@ from ..expr import (
 )
 from ..module import Module
 from ..op import make_call
-from ..op.relations import reduce_axes
+from ..op.relations import packed_block, reduce_axes
 from ..types import TensorType, TupleType
 from ._util import Rewriter, is_primitive, map_typed_functions, perm_or_none
 from .pass_infra import Pass, PassContext, module_pass
@@ -101,17 +104,6 @@ def _transpose(e: Expr, axes: Perm) -> Expr:
     return make_call("transpose", e, axes=axes)
 
 
-def _restore(e: Expr, layout: object) -> Expr:
-    """``e`` (holding ``layout``) in the original layout."""
-    if layout is None:
-        return e
-    if isinstance(layout, _TupleLayout):
-        fields = [e.fields[i] if type(e) is Tuple else TupleGetItem(e, i)
-                  for i in range(len(layout.fields))]
-        return Tuple([_restore(f, lay) for f, lay in zip(fields, layout.fields, strict=True)])
-    return _transpose(e, _inverse(layout))
-
-
 class _Convert(Rewriter):
     def __init__(self, data_layout: str, kernel_layout: str):
         super().__init__()
@@ -128,10 +120,40 @@ class _Convert(Rewriter):
 
     # ------------------------------------------------------------- layout changes
 
-    def tensor_layout(self, e: Expr) -> Perm | None:
-        """The permutation of ``e``'s rewrite (None also for tuples)."""
+    def tensor_layout(self, e: Expr) -> Any:
+        """The layout of ``e``'s rewrite (None also for tuples)."""
         lay = self.lay.get(id(e))
-        return lay if isinstance(lay, tuple) else None
+        return None if isinstance(lay, _TupleLayout) else lay
+
+    def restore(self, e: Expr, layout: object) -> Expr:
+        """``e`` (holding ``layout``) in the original layout."""
+        if layout is None:
+            return e
+        if isinstance(layout, _TupleLayout):
+            fields = [e.fields[i] if type(e) is Tuple else TupleGetItem(e, i)
+                      for i in range(len(layout.fields))]
+            return Tuple([self.restore(f, lay)
+                          for f, lay in zip(fields, layout.fields, strict=True)])
+        return self.restore_tensor(e, layout)
+
+    def restore_tensor(self, e: Expr, layout: Any) -> Expr:
+        """Tensor ``e`` (holding ``layout``, not None) in the original layout."""
+        return _transpose(e, _inverse(layout))
+
+    def change(self, e: Expr, new: Expr, have: Any, want: Any) -> Expr:
+        """``new`` (the rewrite of original ``e``, holding ``have``) in layout ``want``
+        (neither None for both)."""
+        if have is None:
+            rank = _rank(e)
+            extra = len(want) - (rank if rank is not None else len(want))
+            if extra > 0:  # a lower-rank operand broadcast against a converted one
+                new = (Constant(new.data.reshape((1,) * extra + new.shape))
+                       if isinstance(new, Constant)
+                       else make_call("expand_dims", new, axis=0, num_newaxis=extra))
+            axes = want
+        else:
+            axes = tuple(have.index(w) for w in want)
+        return _transpose(new, axes)
 
     def as_layout(self, e: Expr, want: Perm | None) -> Expr:
         """The rewrite of original ``e`` holding layout ``want`` (None: the original one);
@@ -149,19 +171,9 @@ class _Convert(Rewriter):
         elif want is None and type(e) is Let:  # inside the chain, where the result is made
             out = self._restore_let(e, new)
         elif want is None:
-            out = _restore(new, have)
+            out = self.restore(new, have)
         else:
-            if have is None:
-                rank = _rank(e)
-                extra = len(want) - (rank if rank is not None else len(want))
-                if extra > 0:  # a lower-rank operand broadcast against a converted one
-                    new = (Constant(new.data.reshape((1,) * extra + new.shape))
-                           if isinstance(new, Constant)
-                           else make_call("expand_dims", new, axis=0, num_newaxis=extra))
-                axes = want
-            else:
-                axes = tuple(have.index(w) for w in want)
-            out = _transpose(new, axes)
+            out = self.change(e, new, have, want)
         self.converted[key] = out
         return out
 
@@ -411,11 +423,38 @@ def convert_layout(expr: Expr, data_layout: str, kernel_layout: str) -> Expr:
 def ConvertLayout(desired: Mapping[str, tuple[str, str] | list[str]] | None = None) -> Pass:
     """Convert conv2d (and the layout-aware operators around it) to ``desired``, e.g.
     ``{"nn.conv2d": ("NHWC", "HWIO")}`` (a kernel layout ``"default"`` is HWIO for NHWC,
-    OIHW for NCHW) (opt level 3)."""
-    data, kernel = _check_layouts(desired if desired is not None
-                                  else {"nn.conv2d": ("NHWC", "HWIO")})
+    OIHW for NCHW), or to packed channels with ``{"nn.conv2d": ("NCHW16c", "default")}``
+    (blocks of up to 16 channels, see ``pack_layout``) (opt level 3)."""
+    desired = desired if desired is not None else {"nn.conv2d": ("NHWC", "HWIO")}
+    max_block = _packed_request(desired)
+    if max_block is not None:
+        from .pack_layout import pack_layout  # builds on this module's converter
+
+        def convert(f: Expr) -> Expr:
+            return pack_layout(f, max_block)
+    else:
+        data, kernel = _check_layouts(desired)
+
+        def convert(f: Expr) -> Expr:
+            return convert_layout(f, data, kernel)
 
     def run(module: Module, ctx: PassContext) -> Module:
-        return map_typed_functions(module, lambda f: convert_layout(f, data, kernel))
+        return map_typed_functions(module, convert)
 
     return module_pass("ConvertLayout", opt_level=3)(run)
+
+
+def _packed_request(desired: Mapping[str, Any]) -> int | None:
+    """The largest block of a packed ``NCHW<b>c`` request for nn.conv2d (None if another
+    layout is asked for); its kernel layout must be ``"default"`` (the blocks of each
+    conv's kernel follow from its channel counts)."""
+    entry = desired.get("nn.conv2d") if isinstance(desired, Mapping) else None
+    data = entry[0] if isinstance(entry, tuple | list) and entry else entry
+    block = packed_block(data) if isinstance(data, str) else None
+    if block is None:
+        return None
+    kernel = entry[1] if isinstance(entry, tuple | list) and len(entry) > 1 else "default"
+    if kernel != "default" or len(desired) != 1:
+        raise ValueError(f"ConvertLayout: a packed layout {data!r} takes kernel layout "
+                         f"'default' and names nn.conv2d only, got {dict(desired)!r}")
+    return block

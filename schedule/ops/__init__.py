@@ -14,7 +14,13 @@
 """
 
 from . import reference, tags
-from .conv import conv2d_nchw, conv2d_nhwc, depthwise_conv2d_nchw
+from .conv import (
+    conv2d_nchw,
+    conv2d_nchwc,
+    conv2d_nhwc,
+    depthwise_conv2d_nchw,
+    depthwise_conv2d_nchwc,
+)
 from .elemwise import (
     CHAIN_OPS,
     CLIP_RANGE,
@@ -30,6 +36,7 @@ from .elemwise import (
     subtract,
     tanh,
 )
+from .layout import Layout, layout_transform
 from .linalg import batch_matmul, dense, matmul
 from .nn import layer_norm, log_softmax, softmax
 from .pool import avg_pool2d, global_avg_pool2d, max_pool2d
@@ -44,11 +51,12 @@ mul = multiply
 div = divide
 
 __all__ = [
-    "CHAIN_OPS", "CLIP_RANGE", "MAX_DIM", "MAX_ELEMENTS", "MAX_WINDOW", "Arg", "OpSpec",
-    "Param", "ParamError", "UnknownOpError", "add", "avg_pool2d", "batch_matmul", "bias_add",
-    "clip", "concatenate", "conv2d_nchw", "conv2d_nhwc", "dense", "depthwise_conv2d_nchw",
-    "div", "divide", "elementwise_chain", "gelu", "get_op", "global_avg_pool2d", "has_tag",
-    "layer_norm", "list_ops", "log_softmax", "matmul", "max_pool2d", "mul", "multiply", "pad",
+    "CHAIN_OPS", "CLIP_RANGE", "MAX_DIM", "MAX_ELEMENTS", "MAX_WINDOW", "Arg", "Layout",
+    "OpSpec", "Param", "ParamError", "UnknownOpError", "add", "avg_pool2d", "batch_matmul",
+    "bias_add", "clip", "concatenate", "conv2d_nchw", "conv2d_nchwc", "conv2d_nhwc", "dense",
+    "depthwise_conv2d_nchw", "depthwise_conv2d_nchwc", "div", "divide", "elementwise_chain",
+    "gelu", "get_op", "global_avg_pool2d", "has_tag", "layer_norm", "layout_transform",
+    "list_ops", "log_softmax", "matmul", "max_pool2d", "mul", "multiply", "pad",
     "reduce_max", "reduce_min", "reduce_sum", "reference", "relu", "reshape", "sigmoid",
     "softmax", "sub", "subtract", "tags", "tanh", "transpose",
 ]

@@ -1,4 +1,5 @@
-"""2-d convolutions: NCHW (kernel OIHW), NHWC (kernel HWIO), grouped, and depthwise NCHW.
+"""2-d convolutions: NCHW (kernel OIHW), NHWC (kernel HWIO), grouped, depthwise NCHW, and
+the packed-channel NCHW[x]c variants of plain and depthwise convolution.
 
 Padding is a separate ``pad`` stage (only when some padding is non-zero) built with
 ``te.if_then_else`` so schedules can inline it; the reduction runs over
@@ -142,3 +143,74 @@ def depthwise_conv2d_nchw(data: Tensor, kernel: Tensor, stride: IntOrPair = 1,
 
     return te.compute((N, C * mult, OH, OW), body, name=name,
                       tag=tags.make(tags.REDUCTION, "depthwise_conv2d_nchw"))
+
+
+def _padded_hw(data: Tensor, pads: tuple[int, ...]) -> Tensor:
+    """``data`` (axes N, C-outer, H, W, then blocks) padded with zeros on H and W."""
+    if not any(pads):
+        return data
+    rest = [0] * (data.ndim - 4)
+    return pad(data, [0, 0, pads[0], pads[1], *rest], [0, 0, pads[2], pads[3], *rest])
+
+
+def conv2d_nchwc(data: Tensor, kernel: Tensor, stride: IntOrPair = 1, padding: IntOrPair = 0,
+                 dilation: IntOrPair = 1, out_dtype: str | None = None,
+                 name: str = "conv") -> Tensor:
+    """Convolution with packed channels: ``data (N, C/ic, H, W, ic)`` (layout NCHW[ic]c)
+    and ``kernel (K/oc, C/ic, R, S, ic, oc)`` (OIHW[ic]i[oc]o) give ``(N, K/oc, OH, OW, oc)``
+    (NCHW[oc]c). The innermost output axis is ``oc`` consecutive output channels, so a
+    vector of them is one load of the kernel and one broadcast input value, at any stride."""
+    op = "conv2d_nchwc"
+    check_ndim(data, 5, op, "data")
+    check_ndim(kernel, 6, op, "kernel")
+    N, Co, H, W, ic = data.shape
+    Ko, Co2, R, S, ic2, oc = kernel.shape
+    if (Co2, ic2) != (Co, ic):
+        raise ValueError(f"{op}: kernel {list(kernel.shape)} does not take the input channels "
+                         f"of data {list(data.shape)} (want kernel[1] = {Co}, kernel[4] = {ic})")
+    (sh, sw), pads, (dh, dw), OH, OW = _window(op, H, W, R, S, stride, padding, dilation)
+    dtype = out_dtype or data.dtype
+    src = _padded_hw(data, pads)
+    rco = te.reduce_axis((0, Co), name="rco")
+    ry = te.reduce_axis((0, R), name="ry")
+    rx = te.reduce_axis((0, S), name="rx")
+    rci = te.reduce_axis((0, ic), name="rci")
+
+    def body(n: te.Var, ko: te.Var, oh: te.Var, ow: te.Var, ki: te.Var) -> te.Expr:
+        x = src[n, rco, scaled(oh, sh) + scaled(ry.var, dh), scaled(ow, sw) + scaled(rx.var, dw),
+                rci]
+        return te.sum(to(dtype, x) * to(dtype, kernel[ko, rco, ry, rx, rci, ki]),
+                      axis=[rco, ry, rx, rci])
+
+    return te.compute((N, Ko, OH, OW, oc), body, name=name,
+                      tag=tags.make(tags.REDUCTION, op))
+
+
+def depthwise_conv2d_nchwc(data: Tensor, kernel: Tensor, stride: IntOrPair = 1,
+                           padding: IntOrPair = 0, dilation: IntOrPair = 1,
+                           out_dtype: str | None = None,
+                           name: str = "depthwise_conv") -> Tensor:
+    """Depthwise convolution with packed channels: ``data (N, C/b, H, W, b)`` and ``kernel
+    (C/b, 1, R, S, 1, b)`` give ``(N, C/b, OH, OW, b)``; channel ``c`` of the output reads
+    channel ``c`` of the input only."""
+    op = "depthwise_conv2d_nchwc"
+    check_ndim(data, 5, op, "data")
+    check_ndim(kernel, 6, op, "kernel")
+    N, Co, H, W, b = data.shape
+    Co2, one, R, S, one2, b2 = kernel.shape
+    if (Co2, one, one2, b2) != (Co, 1, 1, b):
+        raise ValueError(f"{op}: kernel {list(kernel.shape)} must have shape "
+                         f"({Co}, 1, R, S, 1, {b}) for data {list(data.shape)}")
+    (sh, sw), pads, (dh, dw), OH, OW = _window(op, H, W, R, S, stride, padding, dilation)
+    dtype = out_dtype or data.dtype
+    src = _padded_hw(data, pads)
+    ry = te.reduce_axis((0, R), name="ry")
+    rx = te.reduce_axis((0, S), name="rx")
+
+    def body(n: te.Var, c: te.Var, oh: te.Var, ow: te.Var, ci: te.Var) -> te.Expr:
+        x = src[n, c, scaled(oh, sh) + scaled(ry.var, dh), scaled(ow, sw) + scaled(rx.var, dw),
+                ci]
+        return te.sum(to(dtype, x) * to(dtype, kernel[c, 0, ry, rx, 0, ci]), axis=[ry, rx])
+
+    return te.compute((N, Co, OH, OW, b), body, name=name,
+                      tag=tags.make(tags.REDUCTION, op))

@@ -18,6 +18,8 @@ from collections.abc import Iterator, Sequence
 
 import numpy as np
 
+from .layout import Layout, check_pair
+
 IntOrPair = int | Sequence[int]
 
 
@@ -342,3 +344,53 @@ def reduce_max(data: np.ndarray, axis: int | Sequence[int] | None = None,
                keepdims: bool = False) -> np.ndarray:
     ax = axis if axis is None or isinstance(axis, int) else tuple(axis)
     return _out(np.max(data, axis=ax, keepdims=keepdims), data.dtype)
+
+
+def layout_transform(x: np.ndarray, src: str, dst: str) -> np.ndarray:
+    """``x`` (in layout ``src``, e.g. NCHW) in layout ``dst`` (e.g. NCHW16c)."""
+    s, d = Layout.parse(src), Layout.parse(dst)
+    check_pair(s, d)
+    extents = s.extents(x.shape)
+    d.shape(extents)  # raises when a blocked axis does not divide
+    # unpack: each primal axis followed by its block, then merge the two
+    order = []
+    for letter in s.primal:
+        order.append(s.axes.index((letter, None)))
+        if s.block(letter) is not None:
+            order.append(s.axes.index((letter.lower(), s.block(letter))))
+    primal = np.transpose(x, order).reshape([extents[a] for a in s.primal])
+    primal = np.transpose(primal, [s.primal.index(a) for a in d.primal])
+    # pack: split each blocked primal axis in two, then put the axes in dst's order
+    split_shape, names = [], []
+    for letter in d.primal:
+        block = d.block(letter)
+        if block is None:
+            split_shape.append(extents[letter])
+            names.append(letter)
+        else:
+            split_shape += [extents[letter] // block, block]
+            names += [letter, letter.lower()]
+    packed = primal.reshape(split_shape)
+    return np.ascontiguousarray(np.transpose(packed, [names.index(a) for a, _ in d.axes]))
+
+
+def conv2d_nchwc(data: np.ndarray, kernel: np.ndarray, stride: IntOrPair = 1,
+                 padding: IntOrPair = 0, dilation: IntOrPair = 1,
+                 out_dtype: str | None = None) -> np.ndarray:
+    """data (N, C/ic, H, W, ic), kernel (K/oc, C/ic, R, S, ic, oc) -> (N, K/oc, OH, OW, oc)."""
+    ic, oc = data.shape[4], kernel.shape[5]
+    out = conv2d_nchw(layout_transform(data, f"NCHW{ic}c", "NCHW"),
+                      layout_transform(kernel, f"OIHW{ic}i{oc}o", "OIHW"), stride, padding,
+                      dilation, 1, out_dtype)
+    return layout_transform(out, "NCHW", f"NCHW{oc}c")
+
+
+def depthwise_conv2d_nchwc(data: np.ndarray, kernel: np.ndarray, stride: IntOrPair = 1,
+                           padding: IntOrPair = 0, dilation: IntOrPair = 1,
+                           out_dtype: str | None = None) -> np.ndarray:
+    """data (N, C/b, H, W, b), kernel (C/b, 1, R, S, 1, b) -> (N, C/b, OH, OW, b)."""
+    b = data.shape[4]
+    out = depthwise_conv2d_nchw(layout_transform(data, f"NCHW{b}c", "NCHW"),
+                                layout_transform(kernel, f"OIHW1i{b}o", "OIHW"), stride,
+                                padding, dilation, out_dtype)
+    return layout_transform(out, "NCHW", f"NCHW{b}c")

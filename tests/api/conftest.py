@@ -114,7 +114,7 @@ def finished_job(server: Server) -> dict:
 
 
 #: Job options of a tiny model upload (the small CNN's four tasks, 8 trials).
-MODEL_OPTIONS = {"target": "cpu", "trials": 8, "batch_size": 2, "reconfirm": 1,
+MODEL_OPTIONS = {"target": "cpu", "trials": 10, "batch_size": 2, "reconfirm": 1,
                  "cost_model": "random", "measure": {"repeat": 2, "min_repeat_ms": 1}}
 
 

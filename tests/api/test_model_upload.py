@@ -35,15 +35,15 @@ def test_upload_makes_one_job_of_the_models_tasks(local: LocalApp) -> None:
     job = local.http.get(created.json()["url"], headers=local.headers("reader")).json()
     assert job["model"]["name"] == "cnn.onnx" and job["status"] == "queued"
     assert [t["workload"]["name"] for t in job["tasks"]] == [
-        "fused_conv2d_bias_add_relu", "fused_global_avg_pool2d", "fused_reshape",
-        "fused_dense_bias_add"]
+        "fused_layout_transform", "fused_conv2d_nchwc_add_relu", "fused_global_avg_pool2d",
+        "fused_layout_transform_reshape", "fused_dense_bias_add"]
     assert job["estimated_latency_s"] is None and job["estimate_curve"] == []
     again = upload(local)
     assert again.status_code == 200 and again.json()["duplicate"]
     assert again.json()["id"] == created.json()["id"]
     best = local.http.get(f"/v1/models/{job['id']}/best", headers=local.headers("reader"))
     assert best.status_code == 200
-    assert best.json()["estimated_latency_s"] is None and len(best.json()["missing"]) == 4
+    assert best.json()["estimated_latency_s"] is None and len(best.json()["missing"]) == 5
 
 
 @pytest.mark.parametrize(("data", "options", "spec", "status", "message"), [

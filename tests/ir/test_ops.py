@@ -118,12 +118,26 @@ def _softmax_ref(x, axis):
     return e / e.sum(axis=axis, keepdims=True)
 
 
+def _pack(x, b):
+    """NCHW ``x`` packed to NCHW[b]c, by hand."""
+    n, c, h, w = x.shape
+    return np.ascontiguousarray(x.reshape(n, c // b, b, h, w).transpose(0, 1, 3, 4, 2))
+
+
+def _pack_kernel(w, ic, oc):
+    """OIHW ``w`` packed to OIHW[ic]i[oc]o, by hand."""
+    o, i, r, s = w.shape
+    return np.ascontiguousarray(
+        w.reshape(o // oc, oc, i // ic, ic, r, s).transpose(0, 2, 4, 5, 3, 1))
+
+
 A34, B14 = rand(3, 4), rand(1, 4)
 POS = positive(2, 3)
 X4 = rand(2, 3, 4, 5)
 I32 = rand(3, 4, dtype="int32")
 W_CONV = rand(6, 1, 3, 3)
 W_CONV_T = rand(4, 3, 3, 2)
+X4_8, W_PACK, W_DEPTHWISE = rand(1, 8, 5, 6), rand(6, 8, 3, 3), rand(8, 1, 3, 3)
 BN_PARAMS = [rand(3), rand(3), rand(3), positive(3)]
 
 # (op, inputs, attrs, reference output(s), tolerance)
@@ -240,6 +254,19 @@ EXTRA_CASES = [
       "groups": 2},
      _naive_conv_transpose_nchw(X4[:, :, :, :4].reshape(2, 4, 4, 3), W_CONV_T, (2, 3),
                                 (1, 0, 2, 1), (2, 1), 2, (1, 2))),
+    # packed channels (ConvertLayout's NCHW[x]c)
+    ("layout_transform", [X4_8], {"src_layout": "NCHW", "dst_layout": "NCHW4c"},
+     _pack(X4_8, 4)),
+    ("nn.conv2d_nchwc", [_pack(X4_8, 4), _pack_kernel(W_PACK, 4, 2)],
+     {"strides": 2, "padding": 1},
+     _pack(_naive_conv_nchw(X4_8, W_PACK, (2, 2), (1, 1, 1, 1), (1, 1), 1), 2)),
+    ("nn.depthwise_conv2d_nchwc", [_pack(X4_8, 4), _pack_kernel(W_DEPTHWISE, 1, 4)],
+     {"padding": 1}, _pack(_naive_conv_nchw(X4_8, W_DEPTHWISE, (1, 1), (1, 1, 1, 1), (1, 1),
+                                            8), 4)),
+    ("nn.max_pool2d", [_pack(X4_8, 4)], {"pool_size": 2, "padding": 1, "layout": "NCHW4c"},
+     _pack(_naive_pool_nchw(X4_8, "max", (2, 2), (1, 1), (1, 1, 1, 1)), 4)),
+    ("nn.global_avg_pool2d", [_pack(X4_8, 2)], {"layout": "NCHW2c"},
+     _pack(X4_8.mean(axis=(2, 3), keepdims=True), 2)),
 ]
 
 

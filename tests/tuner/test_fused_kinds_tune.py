@@ -1,6 +1,7 @@
 """Every kind of fused function the models yield tunes: conv + bias + relu, the residual add
 fused into a conv, a depthwise conv + clip, dense + bias + gelu, softmax, layer_norm,
-pooling and the layout transforms (transpose / reshape) of attention. One job tunes one
+pooling, the layout transforms (transpose / reshape) of attention and the packing of
+a CNN's input into channel blocks (convolutions run on NCHW[x]c on the CPU). One job tunes one
 task of each kind for a few trials (the workers check every measured candidate against the
 workload's reference), then each model compiled with the records is checked against the
 interpreter."""
@@ -37,17 +38,18 @@ MODELS: dict[str, Callable[[], ir.Module]] = {
 LAYOUT = {"transpose", "reshape"}
 #: kind -> (model, does a task's operator list belong to the kind)
 KINDS: dict[str, tuple[str, Callable[[list[str]], bool]]] = {
-    "conv + bias + relu": ("resnet", lambda ops: ops[0] == "nn.conv2d" and "add" not in ops
-                           and ops[-1] == "nn.relu"),
-    "conv + residual add + relu": ("resnet", lambda ops: ops[0] == "nn.conv2d"
-                                   and "add" in ops),
-    "depthwise conv + clip": ("mobilenet", lambda ops: ops[0] == "nn.conv2d"
+    "conv + bias + relu": ("resnet", lambda ops: ops[0] == "nn.conv2d_nchwc"
+                           and ops.count("add") == 1 and ops[-1] == "nn.relu"),
+    "conv + residual add + relu": ("resnet", lambda ops: ops[0] == "nn.conv2d_nchwc"
+                                   and ops.count("add") == 2),
+    "depthwise conv + clip": ("mobilenet", lambda ops: ops[0] == "nn.depthwise_conv2d_nchwc"
                               and "clip" in ops),
     "dense + bias + gelu": ("transformer", lambda ops: ops[0] == "nn.dense" and "erf" in ops),
     "softmax": ("transformer", lambda ops: "nn.softmax" in ops),
     "layer_norm": ("transformer", lambda ops: "nn.layer_norm" in ops),
     "layout transform": ("transformer", lambda ops: set(ops) <= LAYOUT),
     "pooling": ("pooling", lambda ops: "nn.max_pool2d" in ops),
+    "channel packing": ("resnet", lambda ops: ops == ["layout_transform"]),
 }
 
 

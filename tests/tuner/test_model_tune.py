@@ -64,10 +64,10 @@ def test_model_best_refuses_a_single_workload_job(tmp_path):
 def test_cli_tune_model_and_model_best(tmp_path):
     model = save_small_cnn(tmp_path / "cnn.onnx")
     db = f"sqlite:///{tmp_path / 't.db'}"
-    out = json.loads(cli("tune-model", model, "--trials", "8", "--batch-size", "2",
+    out = json.loads(cli("tune-model", model, "--trials", "10", "--batch-size", "2",
                          "--reconfirm", "0", "--cost-model", "random", "--db", db,
                          "--json").stdout)
-    assert out["status"] == "succeeded" and len(out["tasks"]) == 4
+    assert out["status"] == "succeeded" and len(out["tasks"]) == 5
     assert out["estimated_latency_s"] == pytest.approx(
         sum(t["weight"] * t["best_latency_s"] for t in out["tasks"]))
     text = cli("model-best", out["job_id"], "--db", db).stdout
@@ -116,6 +116,6 @@ def test_a_budget_too_small_for_every_task_is_warned_about():
     from tuner.model_tune import budget_warning
 
     found = tuner.model_job_tasks(small_cnn())
-    small = JobSpec(found.tasks, "cpu", 7, batch_size=2, model=found.info)
-    assert "each of the 4 tasks" in budget_warning(small)
-    assert budget_warning(JobSpec(found.tasks, "cpu", 8, batch_size=2, model=found.info)) is None
+    small = JobSpec(found.tasks, "cpu", 9, batch_size=2, model=found.info)
+    assert "each of the 5 tasks" in budget_warning(small)
+    assert budget_warning(JobSpec(found.tasks, "cpu", 10, batch_size=2, model=found.info)) is None

@@ -79,9 +79,9 @@ def test_one_translation_unit_compiled_once_with_the_tuned_schedules(monkeypatch
     monkeypatch.setattr(schedule, "compile_source", compile_source)
     monkeypatch.setattr(schedule, "compile_library", None)  # never several objects
     tasks = extract_tasks(module)
-    conv = next(t for t in tasks if t.ops[0] == "nn.conv2d")
+    conv = next(t for t in tasks if t.ops[0] == "nn.conv2d_nchwc")
     s, args = make_schedule(conv.workload)
-    outer, _ = s[args[-1]].split(s[args[-1]].op.axis[1], factor=2)
+    outer, _ = s[args[-1]].split(s[args[-1]].op.axis[2], factor=2)
     s[args[-1]].parallel(outer)
     model = aot_compile(module, schedules={conv.workload.key: s.steps})
     assert compiled == [model.source]

@@ -64,7 +64,7 @@ def test_tasks_share_keys_and_count_occurrences():
 def test_schedules_from_the_caller_are_used_and_bad_ones_fall_back():
     module = resnet_basic_block()
     tasks = extract_tasks(module)
-    conv = next(t for t in tasks if t.ops[0] == "nn.conv2d")
+    conv = next(t for t in tasks if t.ops[0] == "nn.conv2d_nchwc")
     schedule, args = make_schedule(conv.workload)
     stage = schedule[args[-1]]
     outer, _ = stage.split(stage.op.axis[1], factor=4)
