@@ -36,10 +36,11 @@ __all__ = [
     "any", "cast", "ceil", "comm_reducer", "compute", "const", "create_schedule",
     "decl_tensor_intrin", "equal", "erf", "exp", "floor", "floordiv", "floormod",
     "if_then_else", "log", "max", "max_value", "min", "min_value", "not_equal", "placeholder",
-    "pow", "reduce_axis", "rsqrt", "sigmoid", "sqrt", "sum", "tanh", "var",
+    "pow", "prod", "reduce_axis", "rsqrt", "sigmoid", "sqrt", "sum", "tanh", "var",
 ]
 
 sum = comm_reducer(lambda x, y: x + y, lambda t: const(0, t), name="sum")
+prod = comm_reducer(lambda x, y: x * y, lambda t: const(1, t), name="prod")
 # A max-reduction starts from the lowest value of the dtype, a min-reduction from the highest.
 _max_reducer = comm_reducer(lambda x, y: _e.binary("max", x, y), min_value, name="max")
 _min_reducer = comm_reducer(lambda x, y: _e.binary("min", x, y), max_value, name="min")

@@ -17,7 +17,9 @@ be lowered or has a dynamic shape (``Any``) is a *fallback*, counted in
 ``VirtualMachine.stats`` and listed in ``VMExecutable.tasks``: it runs operator by
 operator through the JIT (``ir.evaluate(..., mode="compiled")``), which compiles each
 operator call for the concrete shapes it meets (default schedule, one kernel per distinct
-call, kept for the process) and runs the operators without a lowering on numpy.
+call, kept for the process) and runs the operators without a lowering on numpy. A fused
+function over 0-d tensors only (a loop counter's ``n - 1``, ``n == 0``) is a *scalar*
+call: it runs on numpy directly, the arithmetic costing less than a kernel call would.
 
 ``VirtualMachine(executable)`` runs it: ``vm(*args, **kwargs)`` / ``vm.run(...)`` calls
 ``@main``, ``vm.invoke(name, ...)`` another global. Values are the interpreter's, so
@@ -51,7 +53,7 @@ from typing import Any
 
 import numpy as np
 
-from ..expr import Function
+from ..expr import Call, Constant, Expr, Function, Op, Var
 from ..interpreter import ADTValue, RefValue, evaluate
 from ..module import Module
 from ..types import (
@@ -96,13 +98,17 @@ class VMStats:
     kernel_calls: int = 0
     #: InvokePacked calls run operator by operator by the JIT (dynamic shapes, no lowering)
     fallback_calls: int = 0
+    #: InvokePacked calls of fused functions over 0-d tensors, run on numpy
+    scalar_calls: int = 0
 
     def reset(self) -> None:
-        self.instructions = self.kernel_calls = self.fallback_calls = 0
+        self.instructions = self.kernel_calls = self.fallback_calls = self.scalar_calls = 0
 
 
-# A linked InvokePacked whose fused function has no kernel (not an ``Opcode``: the VM's own)
+# A linked InvokePacked whose fused function has no kernel, and one over 0-d tensors (not
+# ``Opcode``s: the VM's own)
 _FALLBACK = len(Opcode)
+_SCALAR = _FALLBACK + 1
 
 
 class _Code:
@@ -210,14 +216,52 @@ def _jit_function(func: Function) -> Callable[[list, tuple], object]:
     return run
 
 
+def _is_scalar(t: Type | None) -> bool:
+    return isinstance(t, TensorType) and t.ndim == 0
+
+
+def _scalar_function(func: Function) -> Callable[[list, tuple], object] | None:
+    """``func`` run on numpy by its operators' computes when its parameters and result are
+    0-d tensors and its body only calls operators (None otherwise)."""
+    if not (all(_is_scalar(p.checked_type_or_none) for p in func.params)
+            and _is_scalar(func.body.checked_type_or_none)):
+        return None
+    position = {id(p): i for i, p in enumerate(func.params)}
+
+    def build(e: Expr) -> Callable[[list], Any] | None:
+        if isinstance(e, Var) and id(e) in position:
+            i = position[id(e)]
+            return lambda args: args[i]
+        if isinstance(e, Constant) and e.data.ndim == 0:
+            value = e.data
+            return lambda args: value
+        if isinstance(e, Call) and isinstance(e.op, Op) and e.op.opdef.compute is not None:
+            parts = [build(a) for a in e.args]
+            if any(part is None for part in parts):
+                return None
+            compute, attrs = e.op.opdef.compute, e.attrs
+            return lambda args: compute([part(args) for part in parts], attrs)
+        return None
+
+    body = build(func.body)
+    if body is None:
+        return None
+
+    def run(regs: list, operands: tuple) -> np.ndarray:
+        return np.array(body([regs[a] for a in operands]))
+    return run
+
+
 @dataclass
 class _Packed:
-    """How one InvokePacked runs: a kernel (its argument order) or the JIT fallback."""
+    """How one InvokePacked runs: a kernel (its argument order), numpy on 0-d tensors, or
+    the JIT fallback."""
 
     run: Callable[[list, tuple], object]
-    #: for each kernel argument, the index of the fused function's parameter (None: the
-    #: JIT fallback, called on the parameters in order)
+    #: for each kernel argument, the index of the fused function's parameter (None: numpy
+    #: or the JIT, called on the parameters in order)
     order: list[int] | None
+    scalar: bool = False
 
 
 def _no_kernel(lowered: LoweredFunction) -> str:
@@ -237,11 +281,14 @@ def _build_kernels(program: Program, target: Any, schedules: Schedules,
     without kernels)."""
     from schedule import compile_library
 
+    scalars = [_scalar_function(p.function) for p in program.packed]
     lowered = [lower_primitive(p.function) for p in program.packed]
     reasons = [_no_kernel(low) for low in lowered]
     kernel_set = KernelSet(target, schedules, default_schedule, prefix="vm")
-    for low, reason in zip(lowered, reasons, strict=True):
-        if reason:
+    for low, reason, scalar in zip(lowered, reasons, scalars, strict=True):
+        if scalar is not None:
+            kernel_set.count_numpy(low.name, "0-d tensors only")
+        elif reason:
             kernel_set.count_numpy(low.name, reason)
         else:
             kernel_set.entry(low)
@@ -251,7 +298,10 @@ def _build_kernels(program: Program, target: Any, schedules: Schedules,
         handle = ctypes.CDLL(str(library))
     kernels: dict[str, Callable[[list, tuple], object]] = {}
     packed: list[_Packed] = []
-    for low, reason in zip(lowered, reasons, strict=True):
+    for low, reason, scalar in zip(lowered, reasons, scalars, strict=True):
+        if scalar is not None:
+            packed.append(_Packed(scalar, None, scalar=True))
+            continue
         if reason:
             packed.append(_Packed(_jit_function(low.function), None))
             continue
@@ -288,7 +338,7 @@ def _link(ins: Instruction, codes: list[_Code], constants: list[np.ndarray],
     if isinstance(ins, InvokePacked):
         p = packed[ins.packed]
         if p.order is None:
-            return (_FALLBACK, ins.dst, p.run, ins.args)
+            return (_SCALAR if p.scalar else _FALLBACK, ins.dst, p.run, ins.args)
         args = tuple(ins.args[i] for i in p.order)
         return (op, ins.dst, p.run, tuple(const_registers.get(a, a) for a in args))
     return (op, *ins.operands())
@@ -473,10 +523,10 @@ class VirtualMachine:
         (MOVE, LOAD_CONST, ALLOC_TUPLE, GET_FIELD, ALLOC_ADT, GET_ADT_FIELD, CHECK_TAG,
          JUMP_UNLESS, GOTO, INVOKE, TAIL_INVOKE, MAKE_CLOSURE, INVOKE_CLOSURE, INVOKE_PACKED,
          REF_NEW, REF_READ, REF_WRITE, RET, FAIL, TAIL_INVOKE_CLOSURE) = (int(op) for op in Opcode)
-        FALLBACK = _FALLBACK
+        FALLBACK, SCALAR = _FALLBACK, _SCALAR
         code, pc = fn.code, 0
         stack: list[tuple] = []
-        executed = kernels = fallbacks = 0
+        executed = kernels = fallbacks = scalars = 0
         try:
             while True:
                 ins = code[pc]
@@ -488,6 +538,9 @@ class VirtualMachine:
                     kernels += 1
                 elif op == GET_FIELD:
                     regs[ins[1]] = regs[ins[2]][ins[3]]
+                elif op == SCALAR:
+                    regs[ins[1]] = ins[2](regs, ins[3])
+                    scalars += 1
                 elif op == INVOKE:
                     callee = ins[2]
                     new = [regs[a] for a in ins[3]]
@@ -562,6 +615,7 @@ class VirtualMachine:
             self.stats.instructions += executed
             self.stats.kernel_calls += kernels
             self.stats.fallback_calls += fallbacks
+            self.stats.scalar_calls += scalars
 
     def _locate(self, exc: Exception, fn: _Code, pc: int) -> VMError:
         """``exc`` as a ``VMError`` naming the function and instruction it happened at."""

@@ -83,8 +83,8 @@ def concatenate(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
 
 
 def reduction(name: str) -> Callable:
-    """``ops.reduce_sum`` / ``reduce_max`` / ``reduce_min`` over the axes the attributes
-    select."""
+    """``ops.reduce_sum`` / ``reduce_max`` / ``reduce_min`` / ``reduce_prod`` over the axes
+    the attributes select."""
 
     def lower(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
         from .relations import reduce_axes
@@ -96,11 +96,64 @@ def reduction(name: str) -> Callable:
             raise LoweringError(f"{name}: no axis to reduce")
         if x.dtype == "bool":
             raise LoweringError(f"{name}: the op library reduces numbers, not bool")
-        fn = {"sum": ops.reduce_sum, "max": ops.reduce_max, "min": ops.reduce_min}[name]
+        fn = {"sum": ops.reduce_sum, "max": ops.reduce_max, "min": ops.reduce_min,
+              "prod": ops.reduce_prod}[name]
         return fn(x, list(axes), keepdims=attrs.keepdims)
 
     lower.__name__ = f"lower_{name}"
     return lower
+
+
+def arg_reduction(name: str) -> Callable:
+    """``ops.argmax`` / ``ops.argmin`` over the one axis the attributes select."""
+
+    def lower(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
+        from .relations import reduce_axes
+
+        ops, _ = _lib()
+        x = inputs[0]
+        axes = reduce_axes(name, TensorType(tuple(x.shape), x.dtype), attrs)
+        if len(axes) != 1:
+            raise LoweringError(f"{name}: the lowering reduces one axis, got {len(axes)}")
+        if x.dtype == "bool":
+            raise LoweringError(f"{name}: the op library compares numbers, not bool")
+        return getattr(ops, name)(x, axes[0], keepdims=attrs.keepdims,
+                                  select_last_index=attrs.select_last_index)
+
+    lower.__name__ = f"lower_{name}"
+    return lower
+
+
+def broadcast_to(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
+    _, te = _lib()
+    x = inputs[0]
+    shape = _static_shape("broadcast_to", out_type)
+    lead = len(shape) - x.ndim
+
+    def body(*idx: Any) -> Any:
+        return x[tuple(0 if d == 1 else i for d, i in zip(x.shape, idx[lead:], strict=True))]
+
+    return te.compute(shape, body, name="T_broadcast_to")
+
+
+def full(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
+    _, te = _lib()
+    fill = inputs[0]
+    return te.compute(_static_shape("full", out_type),
+                      lambda *idx: te.cast(out_type.dtype, fill[()]), name="T_full")
+
+
+def conv2d_transpose(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
+    from . import relations as rel
+
+    ops, _ = _lib()
+    op = "nn.conv2d_transpose"
+    return ops.conv2d_transpose_nchw(
+        inputs[0], inputs[1], stride=rel.pair(op, attrs.strides, "strides"),
+        padding=rel.padding2d(op, attrs.padding),
+        output_padding=rel.pair(op, attrs.output_padding, "output_padding", minimum=0),
+        dilation=rel.pair(op, attrs.dilation, "dilation"), groups=attrs.groups,
+        out_dtype=attrs.out_dtype or None)
 
 
 def pad(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:

@@ -352,6 +352,7 @@ register_op(OpDef(
                   "out_layout": (str, ""), "out_dtype": (str, "")},
     type_relation=lambda types, attrs: _conv2d_transpose_geometry(types, attrs)[0],
     pattern=OpPattern.OUT_ELEMWISE_FUSABLE, compute=_conv2d_transpose,
+    lowering=low.conv2d_transpose,
     doc="Transposed 2-d convolution (the gradient of conv2d with respect to its input): "
         "data NCHW with weight IOHW (I = C, O = output channels / groups); the output is "
         "(H - 1) * stride + (R - 1) * dilation + 1 + output_padding - padding."))

@@ -282,7 +282,8 @@ _REDUCTIONS: dict[str, tuple[Callable, str, Callable | None]] = {
     "mean": (_mean, "Mean", low.mean),
     "max": (lambda x, a, k: np.max(x, axis=a, keepdims=k), "Maximum", low.reduction("max")),
     "min": (lambda x, a, k: np.min(x, axis=a, keepdims=k), "Minimum", low.reduction("min")),
-    "prod": (lambda x, a, k: np.prod(x, axis=a, keepdims=k, dtype=x.dtype), "Product", None),
+    "prod": (lambda x, a, k: np.prod(x, axis=a, keepdims=k, dtype=x.dtype), "Product",
+             low.reduction("prod")),
 }
 
 for _name, (_fn, _doc, _lower) in _REDUCTIONS.items():
@@ -322,6 +323,7 @@ for _name, _fn in (("argmax", np.argmax), ("argmin", np.argmin)):
         attrs_schema={**REDUCE_SCHEMA, "select_last_index": (bool, False)},
         type_relation=rel.reduce_relation(_name, out_dtype="int32"),
         pattern=OpPattern.COMM_REDUCE, compute=_arg_reduce_compute(_name, _fn),
+        lowering=low.arg_reduction(_name),
         doc=f"The int32 index of the {_name[3:]}imum over ``axis`` (several axes: into them "
             "flattened row-major); ties go to the first index unless "
             "``select_last_index``."))

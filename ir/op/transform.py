@@ -490,7 +490,7 @@ register_op(OpDef(
     type_relation=_broadcast_to_relation, pattern=OpPattern.BROADCAST,
     compute=lambda args, attrs: np.array(np.broadcast_to(
         args[0], _static("broadcast_to", rel.shape_attr("broadcast_to", attrs.shape)))),
-    doc="Broadcast to ``shape`` (numpy rules)."))
+    lowering=low.broadcast_to, doc="Broadcast to ``shape`` (numpy rules)."))
 
 # ------------------------------------------------------------------------ zeros/ones/full
 
@@ -531,7 +531,7 @@ for _name, _doc in (("zeros", "A tensor of zeros"), ("ones", "A tensor of ones")
 register_op(OpDef(
     name="full", num_inputs=1, attrs_schema={"shape": (tuple, None), "dtype": (str, "")},
     type_relation=_creation_relation("full"), pattern=OpPattern.ELEMWISE,
-    compute=_creation_compute("full"),
+    compute=_creation_compute("full"), lowering=low.full,
     doc="A tensor of ``shape`` filled with the scalar input (``dtype`` '': its dtype)."))
 
 __getattr__ = namespace_getattr("")

@@ -18,6 +18,7 @@ from .conv import (
     conv2d_nchw,
     conv2d_nchwc,
     conv2d_nhwc,
+    conv2d_transpose_nchw,
     depthwise_conv2d_nchw,
     depthwise_conv2d_nchwc,
 )
@@ -40,7 +41,7 @@ from .layout import Layout, layout_transform
 from .linalg import batch_matmul, dense, matmul
 from .nn import layer_norm, log_softmax, softmax
 from .pool import avg_pool2d, global_avg_pool2d, max_pool2d
-from .reduce import reduce_max, reduce_min, reduce_sum
+from .reduce import argmax, argmin, reduce_max, reduce_min, reduce_prod, reduce_sum
 from .registry import UnknownOpError, get_op, list_ops
 from .spec import MAX_DIM, MAX_ELEMENTS, MAX_WINDOW, Arg, OpSpec, Param, ParamError
 from .tags import has_tag
@@ -52,11 +53,12 @@ div = divide
 
 __all__ = [
     "CHAIN_OPS", "CLIP_RANGE", "MAX_DIM", "MAX_ELEMENTS", "MAX_WINDOW", "Arg", "Layout",
-    "OpSpec", "Param", "ParamError", "UnknownOpError", "add", "avg_pool2d", "batch_matmul",
-    "bias_add", "clip", "concatenate", "conv2d_nchw", "conv2d_nchwc", "conv2d_nhwc", "dense",
-    "depthwise_conv2d_nchw", "depthwise_conv2d_nchwc", "div", "divide", "elementwise_chain",
-    "gelu", "get_op", "global_avg_pool2d", "has_tag", "layer_norm", "layout_transform",
-    "list_ops", "log_softmax", "matmul", "max_pool2d", "mul", "multiply", "pad",
-    "reduce_max", "reduce_min", "reduce_sum", "reference", "relu", "reshape", "sigmoid",
+    "OpSpec", "Param", "ParamError", "UnknownOpError", "add", "argmax", "argmin", "avg_pool2d",
+    "batch_matmul", "bias_add", "clip", "concatenate", "conv2d_nchw", "conv2d_nchwc",
+    "conv2d_nhwc", "conv2d_transpose_nchw", "dense", "depthwise_conv2d_nchw",
+    "depthwise_conv2d_nchwc", "div", "divide", "elementwise_chain", "gelu", "get_op",
+    "global_avg_pool2d", "has_tag", "layer_norm", "layout_transform", "list_ops",
+    "log_softmax", "matmul", "max_pool2d", "mul", "multiply", "pad", "reduce_max",
+    "reduce_min", "reduce_prod", "reduce_sum", "reference", "relu", "reshape", "sigmoid",
     "softmax", "sub", "subtract", "tags", "tanh", "transpose",
 ]

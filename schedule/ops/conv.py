@@ -214,3 +214,58 @@ def depthwise_conv2d_nchwc(data: Tensor, kernel: Tensor, stride: IntOrPair = 1,
 
     return te.compute((N, Co, OH, OW, b), body, name=name,
                       tag=tags.make(tags.REDUCTION, op))
+
+
+def conv2d_transpose_nchw(data: Tensor, kernel: Tensor, stride: IntOrPair = 1,
+                          padding: IntOrPair = 0, output_padding: IntOrPair = 0,
+                          dilation: IntOrPair = 1, groups: int = 1,
+                          out_dtype: str | None = None,
+                          name: str = "conv_transpose") -> Tensor:
+    """Transposed convolution of ``data (N, C, H, W)`` with ``kernel (C, K/groups, R, S)``
+    (IOHW): output ``(N, K, (H-1)*stride + (R-1)*dilation + 1 + output_padding - pads)``.
+    Written as a gather: output row ``y`` takes input row ``(y + top - r*dilation) / stride``
+    of each tap ``r`` where that divides exactly and lies inside the input."""
+    op = "conv2d_transpose_nchw"
+    check_ndim(data, 4, op, "data")
+    check_ndim(kernel, 4, op, "kernel")
+    N, C, H, W = data.shape
+    C2, Kg, R, S = kernel.shape
+    if C2 != C or C % groups:
+        raise ValueError(f"{op}: kernel {list(kernel.shape)} does not fit data "
+                         f"{list(data.shape)} with groups={groups}")
+    sh, sw = as_pair(stride, f"{op}: stride")
+    dh, dw = as_pair(dilation, f"{op}: dilation")
+    oph, opw = as_pair(output_padding, f"{op}: output_padding", minimum=0)
+    pt, pl, pb, pr = as_padding(padding, f"{op}: padding")
+    OH = (H - 1) * sh + (R - 1) * dh + 1 + oph - pt - pb
+    OW = (W - 1) * sw + (S - 1) * dw + 1 + opw - pl - pr
+    check_out_size(f"{op} output height", OH)
+    check_out_size(f"{op} output width", OW)
+    dtype = out_dtype or data.dtype
+    Cg = C // groups
+    rc = te.reduce_axis((0, Cg), name="rc")
+    ry = te.reduce_axis((0, R), name="ry")
+    rx = te.reduce_axis((0, S), name="rx")
+
+    def tap(o: te.Expr, r: te.Expr, top: int, st: int, dil: int, size: int
+            ) -> tuple[te.Expr, te.Expr]:
+        """The input index of output ``o`` under tap ``r`` (clamped into range) and whether
+        that tap reaches it."""
+        at = o + top - scaled(r, dil)
+        index = at // st if st > 1 else at
+        hits = [at >= 0, index < size]
+        if st > 1:
+            hits.append(te.equal(at % st, 0))
+        return te.max(te.min(index, size - 1), 0), te.all(*hits)
+
+    def body(n: te.Var, k: te.Var, oy: te.Var, ox: te.Var) -> te.Expr:
+        c = rc if groups == 1 else k // Kg * Cg + rc.var
+        iy, y_ok = tap(oy, ry.var, pt, sh, dh, H)
+        ix, x_ok = tap(ox, rx.var, pl, sw, dw, W)
+        m = k if groups == 1 else k % Kg
+        product = to(dtype, data[n, c, iy, ix]) * to(dtype, kernel[c, m, ry, rx])
+        return te.sum(te.if_then_else(te.all(y_ok, x_ok), product, te.const(0, dtype)),
+                      axis=[rc, ry, rx])
+
+    return te.compute((N, Kg * groups, OH, OW), body, name=name,
+                      tag=tags.make(tags.REDUCTION, op))
