@@ -22,7 +22,8 @@ def is_injective(stage: te.Stage) -> bool:
 
 
 def is_strictly_inlinable(stage: te.Stage) -> bool:
-    """Element-wise with every read indexed by the stage's own axes in order, no branches and
+    """Element-wise with every read indexed by the stage's own axes in order (or by 0 on a
+    dimension of extent 1: a broadcast operand such as a per-channel bias), no branches and
     no expensive math: inlining it can only save memory traffic."""
     if stage.is_output or not is_injective(stage):
         return False
@@ -35,9 +36,15 @@ def is_strictly_inlinable(stage: te.Stage) -> bool:
         if isinstance(node, expr.Load):
             idx = list(node.indices)
             tail = axis_vars[len(axis_vars) - len(idx):] if len(idx) <= len(axis_vars) else None
-            if tail is None or any(i is not v for i, v in zip(idx, tail, strict=True)):
+            if tail is None or not all(
+                    i is v or _broadcast_index(i, extent)
+                    for i, v, extent in zip(idx, tail, node.source.shape, strict=True)):
                 return False
     return True
+
+
+def _broadcast_index(index: expr.Expr, extent: int) -> bool:
+    return isinstance(index, expr.Const) and index.value == 0 and extent == 1
 
 
 def needs_multi_level_tiling(stage: te.Stage) -> bool:

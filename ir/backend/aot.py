@@ -27,13 +27,14 @@ import re
 from collections.abc import Callable
 from typing import Any
 
+from ..expr import Function
 from ..module import Module
 from .aot_runtime import AOT_VERSION, AotModel, load
 from .build import KernelSet, Schedules, _output_names, _plan
 from .graph_executor import GraphBuildError, GraphPlan, _nbytes
 from .lower import lower_primitive, operator_names
 
-__all__ = ["AOT_VERSION", "AotCompileError", "AotModel", "aot_compile", "load"]
+__all__ = ["AOT_VERSION", "AotCompileError", "AotModel", "aot_compile", "compile_plan", "load"]
 
 ALIGNMENT = 64
 
@@ -55,10 +56,19 @@ def aot_compile(module: Module, target: Any = "cpu", schedules: Schedules = None
     """Compile ``module``'s ``@main`` ahead of time into one library (see the module
     docstring); ``target``, ``schedules``, ``opt_level`` and ``default_schedule`` as for
     ``ir.build``."""
-    from schedule import Target, compile_source
+    from schedule import Target
 
     target = Target.parse(target) if not isinstance(target, Target) else target
     main, plan, _ = _plan(module, opt_level, target)  # (the memory plan is in plan's entries)
+    return compile_plan(main, plan, target, schedules, default_schedule)
+
+
+def compile_plan(main: Function, plan: GraphPlan, target: Any, schedules: Schedules,
+                 default_schedule: Callable[[Any], Any] | None) -> AotModel:
+    """The ``AotModel`` of fused function ``main`` whose graph plan (memory planned) is
+    ``plan`` (the VM compiles its static functions this way too)."""
+    from schedule import compile_source
+
     lowered = [lower_primitive(func) for func, _, _ in plan.calls]
     refused = [f"{lw.name} ({', '.join(operator_names(lw.function))}: {lw.reason})"
                for lw in lowered if lw.workload is None]
@@ -131,6 +141,8 @@ def _translation_unit(plan: GraphPlan, sources: list[str],
              "   int tt_set_params(void** params);    the weights, once (kept alive by the caller)",
              "   int tt_run(void** inputs, void** outputs);    0, -1: no parameters set, k + 1: "
              "call k could not allocate",
+             "   int tt_call(void* input0, ..., void* output0, ...);    tt_run, pointers as "
+             "arguments",
              "   int tt_num_inputs(void), tt_num_outputs(void), tt_num_params(void); */",
              *headers, "", "#pragma GCC visibility push(hidden)"]
     lines += [_renamed(s, f"__k{k}") for k, s in enumerate(sources)]
@@ -153,5 +165,11 @@ def _translation_unit(plan: GraphPlan, sources: list[str],
         if outputs.get(i) != j:  # an input, a parameter, or an output already written
             lines.append(f"  memcpy(outputs[{j}], {pointer(i)}, {_nbytes(plan.entries[i])});")
     lines += ["  return 0;", "}", ""]
+    ins = [f"void* in{i}" for i in range(len(plan.inputs))]
+    outs = [f"void* out{i}" for i in range(len(plan.outputs))]
+    lines += [f"int tt_call({', '.join(ins + outs) or 'void'}) {{",
+              f"  void* inputs[] = {{{', '.join(f'in{i}' for i in range(len(ins))) or '0'}}};",
+              f"  void* outputs[] = {{{', '.join(f'out{i}' for i in range(len(outs))) or '0'}}};",
+              "  return tt_run(inputs, outputs);", "}", ""]
     return "\n".join(lines), sum(storages.values())
 

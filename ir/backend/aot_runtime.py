@@ -92,6 +92,20 @@ class AotModel:
         self._lib.tt_set_params.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
         self._lib.tt_set_params(pointers)
 
+    def pointer_entry(self, argtype: Any = ctypes.c_void_p) -> Any:
+        """The library's ``tt_call(input0, ..., output0, ...)`` (``int``, 0 on success) for
+        callers that pass the buffers themselves (the VM), each as ``argtype``: no checks,
+        and the library's static buffers make concurrent calls unsafe (hold ``lock``)."""
+        entry = self._lib.tt_call
+        entry.argtypes = [argtype] * (len(self._inputs) + len(self._outputs))
+        entry.restype = ctypes.c_int
+        return entry
+
+    @property
+    def lock(self) -> threading.Lock:
+        """Held while the library runs (its intermediate buffers are static)."""
+        return self._lock
+
     def _arrays(self, args: Sequence[Any], kwargs: dict[str, Any]) -> list[np.ndarray]:
         """The inputs by position, then by name, checked and made C-contiguous."""
         names = self.input_names

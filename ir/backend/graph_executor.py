@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..expr import Call, Constant, Expr, Function, Tuple, TupleGetItem, Var
-from ..types import TensorType, Type
+from ..types import TensorType, TupleType, Type
 from ..visitor import dataflow_post_order
 
 __all__ = ["GraphBuildError", "GraphPlan", "MemoryPlan", "plan_graph", "plan_memory"]
@@ -54,14 +54,23 @@ def _flatten(structure: Any) -> list[int]:
     return [structure]
 
 
-def plan_graph(main: Function) -> GraphPlan:
-    """The graph of a fused, type-checked ``@main`` (see the module docstring)."""
+def plan_graph(main: Function, tuple_params: bool = False) -> GraphPlan:
+    """The graph of a fused, type-checked ``@main`` (see the module docstring). With
+    ``tuple_params`` a parameter may be a tuple (of tuples) of tensors: its fields are
+    inputs of their own, in order (``name.0``, ``name.1``...)."""
     plan = GraphPlan()
     values: dict[int, Any] = {}
-    for i, p in enumerate(main.params):
-        values[id(p)] = plan.new_entry(p.checked_type, "input", index=i)
-        plan.inputs.append(values[id(p)])
-        plan.input_names.append(p.name_hint)
+
+    def add_input(t: Type, name: str) -> Any:
+        if tuple_params and isinstance(t, TupleType):
+            return [add_input(f, f"{name}.{i}") for i, f in enumerate(t.fields)]
+        entry = plan.new_entry(t, "input", index=len(plan.inputs))
+        plan.inputs.append(entry)
+        plan.input_names.append(name)
+        return entry
+
+    for p in main.params:
+        values[id(p)] = add_input(p.checked_type, p.name_hint)
 
     def value(e: Expr) -> Any:
         """An operand's entries (a constant gets its entry when first met)."""

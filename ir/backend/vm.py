@@ -20,6 +20,10 @@ operator call for the concrete shapes it meets (default schedule, one kernel per
 call, kept for the process) and runs the operators without a lowering on numpy. A fused
 function over 0-d tensors only (a loop counter's ``n - 1``, ``n == 0``) is a *scalar*
 call: it runs on numpy directly, the arithmetic costing less than a kernel call would.
+A global function that some instruction invokes and that is a static dataflow graph (an
+RNN cell: tensors and tuples of tensors in and out, every fused function with a kernel) is
+also compiled ahead of time (``aot.compile_plan``, the same kernels and schedules) and
+invoked as one native call (``VMStats.native_calls``) instead of its bytecode.
 
 ``VirtualMachine(executable)`` runs it: ``vm(*args, **kwargs)`` / ``vm.run(...)`` calls
 ``@main``, ``vm.invoke(name, ...)`` another global. Values are the interpreter's, so
@@ -67,7 +71,9 @@ from ..types import (
     TypeData,
     substitute,
 )
+from .aot import compile_plan
 from .build import KernelSet, Schedules, TaskReport, optimize
+from .graph_executor import GraphBuildError, plan_graph, plan_memory
 from .lower import LoweredFunction, lower_primitive
 from .vm_compiler import (
     Instruction,
@@ -100,15 +106,20 @@ class VMStats:
     fallback_calls: int = 0
     #: InvokePacked calls of fused functions over 0-d tensors, run on numpy
     scalar_calls: int = 0
+    #: calls of static global functions run natively (one call into compiled C each)
+    native_calls: int = 0
 
     def reset(self) -> None:
-        self.instructions = self.kernel_calls = self.fallback_calls = self.scalar_calls = 0
+        self.instructions = self.kernel_calls = self.fallback_calls = 0
+        self.scalar_calls = self.native_calls = 0
 
 
 # A linked InvokePacked whose fused function has no kernel, and one over 0-d tensors (not
 # ``Opcode``s: the VM's own)
 _FALLBACK = len(Opcode)
 _SCALAR = _FALLBACK + 1
+# An Invoke of a static global function compiled ahead of time (one native call)
+_NATIVE = _FALLBACK + 2
 
 
 class _Code:
@@ -317,17 +328,98 @@ def _build_kernels(program: Program, target: Any, schedules: Schedules,
     return packed, kernel_set.reports, library, handle
 
 
+def _invoked_globals(program: Program) -> set[int]:
+    """The global functions some ``Invoke`` instruction calls."""
+    return {ins.func for f in program.functions for ins in f.instructions
+            if isinstance(ins, Invoke) and ins.func < len(program.globals)}
+
+
+def _native_functions(fused: Module, program: Program, target: Any, schedules: Schedules,
+                      default_schedule: Callable[[Any], Any] | None
+                      ) -> tuple[dict[int, Callable[[list, tuple], object]], list[Any]]:
+    """The invoked global functions that are static dataflow graphs (tensors and tuples of
+    them in, out), each compiled ahead of time into one native call; the ``AotModel``s
+    (kept alive with the executable)."""
+    names = {index: name for name, index in program.globals.items()}
+    natives: dict[int, Callable[[list, tuple], object]] = {}
+    models = []
+    for index in sorted(_invoked_globals(program)):
+        func = fused[names[index]]
+        try:
+            plan = plan_graph(func, tuple_params=True)
+            if not plan.calls:
+                continue
+            plan_memory(plan)
+            model = compile_plan(func, plan, target, schedules, default_schedule)
+        except GraphBuildError:  # not static, or a fused function without a kernel
+            continue
+        natives[index] = _native_call(model, func, names[index])
+        models.append(model)
+    return natives, models
+
+
+def _native_call(model: Any, func: Function, name: str) -> Callable[[list, tuple], object]:
+    """``run(registers, argument registers)`` calling ``model``'s library on the arguments'
+    tensors (tuple arguments flattened in order), returning fresh outputs nested as
+    ``func``'s result."""
+    entry = model.pointer_entry(_POINTER)
+    lock = model.lock
+    paths: list[tuple[int, tuple[int, ...]]] = []
+
+    def flatten(t: Type | None, position: int, path: tuple[int, ...]) -> None:
+        if isinstance(t, TupleType):
+            for i, f in enumerate(t.fields):
+                flatten(f, position, (*path, i))
+        else:
+            paths.append((position, path))
+
+    for position, p in enumerate(func.params):
+        flatten(p.checked_type, position, ())
+    outputs = [(tuple(o["shape"]), np.dtype(o["dtype"])) for o in model.meta["outputs"]]
+    structure = model.meta["output_structure"]
+    buf = ctypes.c_byte.from_buffer
+    empty = np.empty
+
+    def value(args: list, path: tuple[int, ...]) -> Any:
+        for i in path:
+            args = args[i]
+        return args
+
+    def nest(s: Any, outs: list) -> Any:
+        return tuple(nest(x, outs) for x in s) if isinstance(s, list) else outs[s]
+
+    def run(regs: list, operands: tuple) -> object:
+        args = [regs[a] for a in operands]
+        values = [value(args[position], path) for position, path in paths]
+        outs = [empty(shape, dtype) for shape, dtype in outputs]
+        try:
+            pointers = [buf(v) for v in values]
+        except (TypeError, ValueError):
+            pointers = [_address(v) for v in values]
+        with lock:
+            code = entry(*pointers, *map(buf, outs))
+        if code:
+            raise VMError(f"the native code of @{name} failed in call {code - 1} (could not "
+                          "allocate a buffer)")
+        return nest(structure, outs)
+    return run
+
+
 # --------------------------------------------------------------------------- executable
 
 
 def _link(ins: Instruction, codes: list[_Code], constants: list[np.ndarray],
-          packed: list[_Packed], const_registers: dict[int, Any]) -> tuple:
+          packed: list[_Packed], const_registers: dict[int, Any],
+          natives: Mapping[int, Callable[[list, tuple], object]]) -> tuple:
     """The tuple the VM runs for ``ins``: call targets, constants and kernels resolved.
     ``const_registers``: the function's registers loaded by ``LoadConst`` (each written
     once) and the pointers of their constants, passed to kernels directly. The opcode is a
     plain int (compared fastest)."""
     op = int(ins.opcode)
     if isinstance(ins, Invoke):
+        native = natives.get(ins.func)
+        if native is not None:
+            return (_NATIVE, ins.dst, native, ins.args)
         return (op, ins.dst, codes[ins.func], ins.args)
     if isinstance(ins, MakeClosure):
         return (op, ins.dst, codes[ins.func], ins.captured)
@@ -345,10 +437,11 @@ def _link(ins: Instruction, codes: list[_Code], constants: list[np.ndarray],
 
 
 def _link_function(code: _Code, codes: list[_Code], program: Program,
-                   packed: list[_Packed]) -> None:
+                   packed: list[_Packed],
+                   natives: Mapping[int, Callable[[list, tuple], object]]) -> None:
     loads = [ins for ins in code.function.instructions if isinstance(ins, LoadConst)]
     pointers = {ins.dst: _address(program.constants[ins.index]) for ins in loads}
-    code.code = [_link(ins, codes, program.constants, packed, pointers)
+    code.code = [_link(ins, codes, program.constants, packed, pointers, natives)
                  for ins in code.function.instructions]
 
 
@@ -364,6 +457,8 @@ class VMExecutable:
     build_seconds: float = 0.0
     codes: list[_Code] = field(default_factory=list, repr=False)
     _handle: Any = field(default=None, repr=False)  # the loaded library, kept loaded
+    #: the static global functions run natively (their ``AotModel``s, kept loaded)
+    natives: list[Any] = field(default_factory=list, repr=False)
 
     def disassemble(self) -> str:
         """The bytecode, then how each fused function runs."""
@@ -391,11 +486,12 @@ def compile(module: Module, target: Any = "cpu", schedules: Schedules = None,
     program = compile_program(fused)
     packed, tasks, library, handle = _build_kernels(program, target, schedules,
                                                     default_schedule)
+    natives, models = _native_functions(fused, program, target, schedules, default_schedule)
     codes = [_Code(f) for f in program.functions]
     for code in codes:
-        _link_function(code, codes, program, packed)
+        _link_function(code, codes, program, packed, natives)
     return VMExecutable(program, fused, target, tasks, library,
-                        time.perf_counter() - start, codes, handle)
+                        time.perf_counter() - start, codes, handle, models)
 
 
 # ------------------------------------------------------------------------------ arguments
@@ -523,10 +619,10 @@ class VirtualMachine:
         (MOVE, LOAD_CONST, ALLOC_TUPLE, GET_FIELD, ALLOC_ADT, GET_ADT_FIELD, CHECK_TAG,
          JUMP_UNLESS, GOTO, INVOKE, TAIL_INVOKE, MAKE_CLOSURE, INVOKE_CLOSURE, INVOKE_PACKED,
          REF_NEW, REF_READ, REF_WRITE, RET, FAIL, TAIL_INVOKE_CLOSURE) = (int(op) for op in Opcode)
-        FALLBACK, SCALAR = _FALLBACK, _SCALAR
+        FALLBACK, SCALAR, NATIVE = _FALLBACK, _SCALAR, _NATIVE
         code, pc = fn.code, 0
         stack: list[tuple] = []
-        executed = kernels = fallbacks = scalars = 0
+        executed = kernels = fallbacks = scalars = natives = 0
         try:
             while True:
                 ins = code[pc]
@@ -541,6 +637,9 @@ class VirtualMachine:
                 elif op == SCALAR:
                     regs[ins[1]] = ins[2](regs, ins[3])
                     scalars += 1
+                elif op == NATIVE:
+                    regs[ins[1]] = ins[2](regs, ins[3])
+                    natives += 1
                 elif op == INVOKE:
                     callee = ins[2]
                     new = [regs[a] for a in ins[3]]
@@ -616,6 +715,7 @@ class VirtualMachine:
             self.stats.kernel_calls += kernels
             self.stats.fallback_calls += fallbacks
             self.stats.scalar_calls += scalars
+            self.stats.native_calls += natives
 
     def _locate(self, exc: Exception, fn: _Code, pc: int) -> VMError:
         """``exc`` as a ``VMError`` naming the function and instruction it happened at."""

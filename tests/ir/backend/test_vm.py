@@ -74,9 +74,9 @@ def test_generative_rnn_matches_the_interpreter_and_a_numpy_loop(rnn):
         assert got.shape == want.shape and got.dtype == np.float32
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
     assert_close(result, ir.evaluate(rnn_module(), **args))
-    # the cell's three fused functions ran as compiled kernels each step; the loop test and
-    # the decrement (0-d tensors) on numpy, and the last test ends the recursion
-    assert machine.stats.kernel_calls == 3 * STEPS
+    # @cell (a static graph of three fused functions) ran as one native call each step; the
+    # loop test and the decrement (0-d tensors) on numpy; the last test ends the recursion
+    assert machine.stats.native_calls == STEPS and machine.stats.kernel_calls == 0
     assert machine.stats.scalar_calls == 2 * STEPS + 1
     assert machine.stats.fallback_calls == 0
     assert machine.stats.instructions > machine.stats.kernel_calls
@@ -114,6 +114,33 @@ def test_tuned_schedules_apply_and_bad_ones_fall_back():
     bad = vm.compile(module, schedules=lambda wl: [["split", "nonexistent", 0, [2]]])
     assert all(not t.tuned and "do not apply" in t.note for t in bad.tasks if t.key)
     assert len(to_list(VirtualMachine(bad)(**args))) == STEPS
+
+
+def test_a_static_global_function_runs_as_one_native_call():
+    """@step takes a tensor and a nested tuple and returns a nested tuple: compiled ahead
+    of time, invoked (in a branch, not as a tail call) as one native call; invoking it from
+    Python runs its bytecode; both give the interpreter's values."""
+    module = ir.Module()
+    x = ir.var("x", shape=(4, 8))
+    pair = ir.var("pair", ir.TupleType((ir.TensorType((4, 8), F32),
+                                        ir.TupleType((ir.TensorType((8,), F32),)))))
+    a, b = ir.TupleGetItem(pair, 0), ir.TupleGetItem(ir.TupleGetItem(pair, 1), 0)
+    step = module.add("step", ir.Function([x, pair], ir.Tuple([
+        ir.op.nn.relu(ir.op.add(x, a)), ir.Tuple([ir.op.multiply(b, b), x])])))
+    flag, y = ir.var("flag", shape=(), dtype="bool"), ir.var("y", shape=(4, 8))
+    zb = ir.var("zb", shape=(8,))
+    module.add("main", ir.Function([flag, y, zb], ir.If(
+        flag, ir.Tuple([ir.Call(step, [y, ir.Tuple([y, ir.Tuple([zb])])]), zb]),
+        ir.Tuple([ir.Tuple([y, ir.Tuple([zb, y])]), zb]))))
+    module = ir.infer_type(module)
+    args = (np.array(True), RNG.standard_normal((4, 8)).astype(F32),
+            RNG.standard_normal(8).astype(F32))
+    got, machine = run_both(module, *args)
+    assert machine.stats.native_calls == 1 and machine.stats.kernel_calls == 0
+    assert len(machine.executable.natives) == 1
+    direct = machine.invoke("step", args[1], (args[1], (args[2],)))
+    assert_close(direct, got[0])
+    assert machine.stats.kernel_calls > 0  # the bytecode's kernels this time
 
 
 # ----------------------------------------------------------------- recursion over lists
