@@ -25,6 +25,8 @@ from .task import SearchTask
 UNROLL_STEPS = (0, 16, 64, 512)
 VECTOR_SPLITS = (4, 8, 16, 32, 64)
 MAX_VECTOR_EXTENT = 64
+#: below this many FLOPs a program may also run on one thread (no parallel loop)
+SERIAL_FLOPS = 4e6
 
 
 @dataclass(frozen=True)
@@ -199,7 +201,7 @@ def _annotate(task: SearchTask, s: te.Schedule, decide: Decide) -> None:
         if stage.attach == "inline":
             continue
         if stage.attach == "root":
-            _parallel(s, stage, decide)
+            _parallel(task, s, stage, decide)
         _vectorize(task, s, stage, decide)
         if stage.op.reduce_axis or stage.relations:
             depth = decide(f"unroll:{stage.name}", ChoiceDecision(UNROLL_STEPS))
@@ -207,9 +209,11 @@ def _annotate(task: SearchTask, s: te.Schedule, decide: Decide) -> None:
                 stage.pragma(stage.leaf_iter_vars[0], "auto_unroll_max_step", depth)
 
 
-def _parallel(s: te.Schedule, stage: te.Stage, decide: Decide) -> None:
+def _parallel(task: SearchTask, s: te.Schedule, stage: te.Stage, decide: Decide) -> None:
     """Fuse the outermost spatial loops (up to the first loop something is computed at) and
-    run the fused loop in parallel; how many is a decision."""
+    run the fused loop in parallel; how many is a decision, and for a small workload
+    (under ``SERIAL_FLOPS``) none is one too: waking the threads can cost more than the
+    work (a 128 x 128 GEMV took 3 us in parallel)."""
     attach = _attach_points(s, stage)
     leading = []
     for iv in stage.leaf_iter_vars:
@@ -220,8 +224,11 @@ def _parallel(s: te.Schedule, stage: te.Stage, decide: Decide) -> None:
             break
     if not leading:
         return
+    first = 0 if task.workload.flops < SERIAL_FLOPS else 1
     count = decide(f"parallel:{stage.name}",
-                   ChoiceDecision(tuple(range(1, min(len(leading), 3) + 1))))
+                   ChoiceDecision(tuple(range(first, min(len(leading), 3) + 1))))
+    if count == 0:
+        return
     chosen = leading[:count]
     if len(chosen) > 1 and any(iv in attach for iv in chosen[:-1]):
         chosen = chosen[:1]

@@ -123,3 +123,36 @@ def test_an_invalid_program_is_rejected_with_the_reason():
 def test_gpu_targets_are_refused_clearly():
     with pytest.raises(ValueError, match="no sketch rules for target kind 'cuda'"):
         SearchTask(Workload.op("matmul", M=8, N=8, K=8), "cuda -arch=sm_80")
+
+
+def test_small_workloads_may_run_serially_large_ones_always_in_parallel():
+    small = SearchTask(Workload.op("dense", M=1, N=128, K=128), "cpu")
+    large = SearchTask(Workload.op("matmul", M=256, N=256, K=256), "cpu")
+    for task, choices in ((small, {0, 1}), (large, {1})):
+        (sketch, *_) = generate_sketches(task)
+        space = decision_space(task, sketch)
+        parallel = [d for name, d in space.items() if name.startswith("parallel:")]
+        assert parallel and choices <= set(parallel[0].choices)
+        assert (0 in parallel[0].choices) == (0 in choices)
+    sketch = generate_sketches(small)[0]
+    s, _ = instantiate(small, sketch, sampler({"parallel:" + next(
+        n.split(":", 1)[1] for n in decision_space(small, sketch) if n.startswith("parallel:")):
+        0}, {}, random.Random(0)))
+    assert not any(step[0] == "parallel" for step in s.steps)
+
+
+def test_a_bias_add_reading_a_broadcast_operand_is_inlined_into_the_conv():
+    """The conv's bias add (a per-channel operand read at 0 on its size-1 dims) is inlined,
+    so the conv tiles into its consumer, the residual add."""
+    from schedule import ops
+
+    data = te.placeholder((1, 2, 8, 8, 8), "float32", name="data")
+    kernel = te.placeholder((1, 2, 1, 1, 8, 8), "float32", name="kernel")
+    bias = te.placeholder((1, 1, 1, 1, 8), "float32", name="bias")
+    residual = te.placeholder((1, 1, 8, 8, 8), "float32", name="residual")
+    biased = ops.add(ops.conv2d_nchwc(data, kernel), bias, name="biased")
+    out = ops.add(biased, residual, name="out")
+    task = SearchTask(Workload.from_tensors([out]), "cpu")
+    names = [str(s) for s in generate_sketches(task)]
+    assert all("inline biased" in n for n in names), names
+    assert any("tile conv fused@out" in n for n in names), names
