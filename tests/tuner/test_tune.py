@@ -295,6 +295,19 @@ def test_a_live_runner_keeps_its_claim_while_a_batch_takes_long(db: Database,
     assert done[0].status == "succeeded" and done[0].trials == 2
 
 
+def _take_over(db: Database, job_id: str, runner: str) -> None:
+    """Take a running job over as another server would: the claim expects the job exactly
+    as read, so a heartbeat landing in between (every 0.2 s here) makes it retry."""
+    deadline = time.monotonic() + 10
+    while True:
+        try:
+            db.jobs.claim(job_id, runner, expect=db.jobs.get(job_id))
+            return
+        except JobStateError:
+            if time.monotonic() > deadline:
+                raise
+
+
 def test_a_runner_that_lost_its_job_stores_nothing_more(db: Database, quick_heartbeat: None):
     job = submit_job(db, {"workloads": [{"op": "matmul", "params": {"M": 8, "N": 8, "K": 8}}],
                           "target": "cpu", "trials": 2, "batch_size": 2, "reconfirm": 0,
@@ -304,7 +317,7 @@ def test_a_runner_that_lost_its_job_stores_nothing_more(db: Database, quick_hear
     worker = threading.Thread(target=lambda: done.append(run_job(db, job.id, pool)))
     worker.start()
     assert pool.started.wait(30)
-    db.jobs.claim(job.id, "another-server", expect=db.jobs.get(job.id))  # taken meanwhile
+    _take_over(db, job.id, "another-server")  # taken meanwhile
     worker.join()
     assert done[0].status == "taken_over"
     assert db.count_records(job_id=job.id) == 0
