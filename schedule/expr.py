@@ -448,8 +448,9 @@ def substitute(e: Expr, mapping: dict[Var, Expr]) -> Expr:
     return transform(e, lambda n: mapping.get(n) if isinstance(n, Var) else None)
 
 
-def walk(e: Expr) -> Iterable[Expr]:
-    """All nodes of ``e``, pre-order, each shared subtree once."""
+def walk(e: Expr, descend: Callable[[Expr], bool] | None = None) -> Iterable[Expr]:
+    """All nodes of ``e``, pre-order, each shared subtree once; with ``descend``, the
+    children of a node only where ``descend(node)`` is true."""
     seen: set[int] = set()
     stack = [e]
     while stack:
@@ -458,7 +459,8 @@ def walk(e: Expr) -> Iterable[Expr]:
             continue
         seen.add(id(node))
         yield node
-        stack.extend(reversed(node.children()))
+        if descend is None or descend(node):
+            stack.extend(reversed(node.children()))
 
 
 def free_vars(e: Expr) -> set[Var]:

@@ -18,7 +18,7 @@ import numpy as np
 
 from . import dtype as dt
 from .dag import canonical_text, post_order, workload_key
-from .expr import Binary, Call, Compare, Expr, Load, Logic
+from .expr import Binary, Call, Compare, Load, Logic, walk
 from .ops import get_op
 from .serialize import from_json as dag_from_json
 from .serialize import to_json as dag_to_json
@@ -179,25 +179,10 @@ def count_flops(outputs: list[Tensor]) -> float:
             points *= math.prod(a.extent for a in body.axis)
             per_point = 1
             body = body.source
-        per_point += sum(1 for n in _value_nodes(body)
+        # the index arithmetic of loads (a strided window's oh * 2 + ry) is not FLOPs
+        per_point += sum(1 for n in walk(body, lambda node: not isinstance(node, Load))
                          if (isinstance(n, Binary) and not isinstance(n, Compare | Logic))
                          or isinstance(n, Call))
         total += points * per_point
     return total
 
-
-def _value_nodes(e: Expr) -> list[Expr]:
-    """The nodes of ``e`` that compute values, each shared subtree once: the index
-    arithmetic of loads (a strided window's ``oh * 2 + ry``) is addressing, not FLOPs."""
-    seen: set[int] = set()
-    found: list[Expr] = []
-    stack = [e]
-    while stack:
-        node = stack.pop()
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        found.append(node)
-        if not isinstance(node, Load):
-            stack.extend(node.children())
-    return found

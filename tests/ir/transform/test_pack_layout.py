@@ -120,3 +120,12 @@ def test_flatten_after_pool_in_a_packed_graph_matches():
     want = ir.evaluate(ir.Module({"main": ir.Function([x], nn.dense(y, rand(4, 16, seed=2)))}),
                        arg)
     np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+def test_packed_conv_weight_that_does_not_fit_is_a_type_error():
+    x = ir.var("x", shape=(1, 2, 6, 6, 8))
+    for op, w_shape in ((ir.op.nn.conv2d_nchwc, (2, 4, 3, 3, 8, 16)),        # 4 != 2 blocks
+                        (ir.op.nn.depthwise_conv2d_nchwc, (2, 1, 3, 3, 1, 16))):  # 16 != 8
+        w = ir.var("w", shape=w_shape)
+        with pytest.raises(ir.IRTypeError, match="does not fit input"):
+            ir.infer_type(ir.Module({"main": ir.Function([x, w], op(x, w))}))
