@@ -106,6 +106,8 @@ class Module:
         self.build_seconds = build_seconds
         self.flags = flags
         n = len(signature.args)
+        self._dtypes = [dt.numpy_dtype(a.dtype) for a in signature.args]
+        self._outputs = [i for i, a in enumerate(signature.args) if a.is_output]
         self._lib = ctypes.CDLL(str(library))
         self._fn = getattr(self._lib, signature.entry)
         self._fn.argtypes = [ctypes.c_void_p] * n
@@ -116,6 +118,20 @@ class Module:
         self._time_fn.restype = ctypes.c_int32
 
     def check_args(self, arrays: Sequence[np.ndarray]) -> None:
+        """Raise a clear error unless ``arrays`` fit the kernel: count, type, dtype, shape,
+        C order, writable outputs that overlap no other argument. The common case (all
+        fine) takes a fast path: a call costs microseconds, which matter to small kernels."""
+        specs = self.signature.args
+        fits = len(arrays) == len(specs) and all(
+            type(arr) is np.ndarray and arr.dtype == want and arr.shape == spec.shape
+            and arr.flags.c_contiguous and (arr.flags.writeable or not spec.is_output)
+            for arr, spec, want in zip(arrays, specs, self._dtypes, strict=True))
+        if fits and not any(i != j and np.may_share_memory(arrays[i], other)  # exact: C order
+                            for i in self._outputs for j, other in enumerate(arrays)):
+            return
+        self._explain(arrays)
+
+    def _explain(self, arrays: Sequence[np.ndarray]) -> None:
         specs = self.signature.args
         if len(arrays) != len(specs):
             raise TypeError(f"the kernel takes {len(specs)} arrays "
@@ -135,16 +151,15 @@ class Module:
                                  "(use np.ascontiguousarray)")
             if spec.is_output and not arr.flags.writeable:
                 raise ValueError(f"output {spec.name} is read-only")
-        for i, (arr, spec) in enumerate(zip(arrays, specs, strict=True)):
-            if not spec.is_output:
-                continue
+        for i in self._outputs:
             for j, other in enumerate(arrays):
-                if i != j and np.shares_memory(arr, other):
-                    raise ValueError(f"output {spec.name} overlaps argument {specs[j].name}")
+                if i != j and np.shares_memory(arrays[i], other):
+                    raise ValueError(f"output {specs[i].name} overlaps argument "
+                                     f"{specs[j].name}")
 
     def __call__(self, *arrays: np.ndarray) -> None:
         self.check_args(arrays)
-        code = self._fn(*[a.ctypes.data for a in arrays])
+        code = self._fn(*[_address(a) for a in arrays])
         if code != 0:
             raise MemoryError("the kernel could not allocate an intermediate buffer")
 
@@ -161,7 +176,7 @@ class Module:
         if min_repeat_ms < 0 or flush_bytes < 0:
             raise ValueError("min_repeat_ms and flush_bytes must not be negative")
         results = (ctypes.c_double * repeat)()
-        code = self._time_fn(*[a.ctypes.data for a in arrays], number, repeat, min_repeat_ms,
+        code = self._time_fn(*[_address(a) for a in arrays], number, repeat, min_repeat_ms,
                              flush_bytes, results)
         if code != 0:
             raise MemoryError("the kernel could not allocate a buffer while timing")
@@ -169,6 +184,14 @@ class Module:
 
     def __repr__(self) -> str:
         return f"Module({self.signature.entry}, args={[a.name for a in self.signature.args]})"
+
+
+def _address(a: np.ndarray) -> int:
+    """The address of an array's data: through the buffer protocol where it is writable and
+    not empty (about 3x faster than ``a.ctypes.data``)."""
+    if a.flags.writeable and a.nbytes:
+        return ctypes.addressof(ctypes.c_char.from_buffer(a))
+    return a.ctypes.data
 
 
 def load_module(library: str | Path, signature: KernelSignature) -> Module:

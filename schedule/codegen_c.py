@@ -17,6 +17,7 @@ from __future__ import annotations
 import math
 
 from . import dtype as dt
+from . import vmath
 from .arith import const_bounds
 from .expr import Binary, Call, Cast, Compare, Const, Expr, Load, Logic, Not, Select, Var
 from .hoist import hoist_accumulators
@@ -256,6 +257,8 @@ class CCodegen(StmtVisitor):
 
     def _call(self, e: Call, lanes: int) -> str:
         base = split_vector_dtype(e.dtype)[0]
+        if lanes > 1 and base == "float32" and e.name in vmath.FUNCTIONS:
+            return self._vector_math(e, lanes)
         fn = self._scalar_fn(e.name, base)
         if lanes > 1:
             args = ", ".join(f"a{i}[l]" for i in range(len(e.args)))
@@ -264,6 +267,18 @@ class CCodegen(StmtVisitor):
                          for a in e.args)
         text = f"{fn}({args})"
         return f"((_Float16){text})" if base == "float16" else text
+
+    def _vector_math(self, e: Call, lanes: int) -> str:
+        """A call of ``vmath``'s vector version (float16 loops are never vectorized)."""
+        vt = self.vtype(e.dtype)
+        for name, text in vmath.definitions(e.name, vt, self.vtype(f"int32x{lanes}"),
+                                            f"f32x{lanes}"):
+            self.helpers.setdefault(name, text)
+        (arg,) = e.args
+        text = self.expr(arg)
+        if split_vector_dtype(arg.dtype)[1] == 1:
+            text = f"(({vt}){{0}} + ({text}))"
+        return f"tt_v{e.name}_f32x{lanes}({text})"
 
     def _define_scalar(self, op: str, dtype: str, nargs: int, body: str) -> str:
         ct = dt.c_type(dtype)

@@ -62,6 +62,20 @@ def needs_multi_level_tiling(stage: te.Stage) -> bool:
     return False
 
 
+def reduces_contiguously(stage: te.Stage) -> bool:
+    """The innermost reduce axis indexes only the last dimension of every read that uses it
+    (a row-wise reduction such as softmax's sum or layer_norm's mean): its inner part can
+    run across vector lanes."""
+    if not stage.op.reduce_axis:
+        return False
+    k = stage.op.reduce_axis[-1].var
+    users = [load for load in reads(stage)
+             if any(k in expr.free_vars(i) for i in load.indices)]
+    return bool(users) and all(
+        k in expr.free_vars(load.indices[-1])
+        and not any(k in expr.free_vars(i) for i in load.indices[:-1]) for load in users)
+
+
 def spatial_size(stage: te.Stage) -> int:
     return math.prod(a.extent for a in stage.op.axis)
 

@@ -74,13 +74,21 @@ def always_inline(ctx: SketchContext, stage: te.Stage) -> RuleResult | None:
 
 
 def add_rfactor(ctx: SketchContext, stage: te.Stage) -> RuleResult | None:
-    """A reduction whose output is small next to its reduction (softmax rows, norms): factor
-    the reduction so its inner part vectorizes; the plain form stays as an alternative."""
+    """Factor a long reduction so its inner part runs across vector lanes; the plain form
+    stays as an alternative. A reduction whose output is small next to it (a norm, a few
+    long rows) factors once for all outputs; a row-wise one over many rows (softmax,
+    layer_norm) factors per row, the partial results computed at the row's loop, so the
+    passes over a row can be fused where its consumer runs."""
     if not stage.op.reduce_axis or analysis.needs_multi_level_tiling(stage):
         return None
     spatial, reduce = analysis.spatial_size(stage), analysis.reduce_size(stage)
-    if reduce >= 64 and spatial <= ctx.task.cores * 16 and spatial < reduce:
-        return RuleResult([[SketchOp("rfactor", stage.name)], [SketchOp("location", stage.name)]],
+    if reduce < 64:
+        return None
+    plain = [SketchOp("location", stage.name)]
+    if spatial <= ctx.task.cores * 16 and spatial < reduce:
+        return RuleResult([[SketchOp("rfactor", stage.name)], plain], skip_rest=True)
+    if analysis.reduces_contiguously(stage):
+        return RuleResult([[SketchOp("rfactor", stage.name, at_rows=True), *plain], plain],
                           skip_rest=True)
     return None
 
@@ -165,5 +173,7 @@ def _describe(rule: str, ops: list[SketchOp]) -> str:
         text = f"{op.kind} {op.stage}"
         if op.fuse_level:
             text += f" fused@{op.consumer}:L{op.fuse_level}"
+        if op.at_rows:
+            text += " per row"
         parts.append(text)
     return ", ".join(parts)

@@ -35,6 +35,7 @@ class SketchOp:
     stage: str
     fuse_level: int = 0  # tile: 0 = no consumer fusion, 1 or 2 = compute at that tile level
     consumer: str = ""
+    at_rows: bool = False  # rfactor: the partial results are computed per output point
 
 
 @dataclass
@@ -88,14 +89,22 @@ def default_value(decision: Decision) -> Any:
 
 def sampler(decisions: dict[str, Any], space: dict[str, Decision],
             rng: random.Random) -> Decide:
-    """A ``decide`` that takes given values, samples missing ones (and records them)."""
+    """A ``decide`` that takes given values, samples missing ones (and records them).
+
+    ``space`` records each decision; a location's choices depend on where its consumers
+    went, so the widest set of choices seen is kept (mutation may then propose a choice
+    another program makes possible; where it is not, the value is drawn again)."""
 
     def decide(name: str, decision: Decision) -> Any:
         value = decisions.get(name)
         if value is None or not decision.is_valid(value):
             value = decision.sample(rng)
             decisions[name] = value
-        space.setdefault(name, decision)
+        known = space.get(name)
+        if known is None or (isinstance(known, ChoiceDecision)
+                             and isinstance(decision, ChoiceDecision)
+                             and set(decision.choices) > set(known.choices)):
+            space[name] = decision
         return value
 
     return decide
@@ -162,25 +171,60 @@ def _rfactor(task: SearchTask, s: te.Schedule, op: SketchOp, decide: Decide) -> 
     rf_stage = s[rf]
     rf_axis, *spatial = rf_stage.op.axis
     rf_stage.reorder(*spatial, *rf_stage.op.reduce_axis, rf_axis)
+    if op.at_rows:
+        rows = [iv for iv in stage.leaf_iter_vars if not iv.is_reduce]
+        if rows:
+            rf_stage.compute_at(stage, rows[-1])
 
 
 def _location(task: SearchTask, s: te.Schedule, op: SketchOp, decide: Decide) -> None:
     """Choose where a stage without a tiling structure is computed: at the root, inlined,
-    or at one of its single consumer's loops."""
+    or at a loop of the consumer that hosts all its consumers (``_host_loops``)."""
     stage = s[op.stage]
     if stage.is_output:
         return
     choices: list[Any] = ["root"]
     if analysis.is_injective(stage):
         choices.append("inline")
-    consumers = s.consumers(stage)
-    if len(consumers) == 1 and consumers[0].attach != "inline":
-        choices += [i for i in range(len(consumers[0].leaf_iter_vars))]
+    host, depth = _host_loops(s, stage)
+    if host is not None:
+        choices += list(range(depth))
     choice = decide(f"location:{stage.name}", ChoiceDecision(tuple(choices)))
     if choice == "inline":
         stage.compute_inline()
     elif choice != "root":
-        stage.compute_at(consumers[0], consumers[0].leaf_iter_vars[choice])
+        stage.compute_at(host, host.leaf_iter_vars[choice])
+
+
+def _host_loops(s: te.Schedule, stage: te.Stage) -> tuple[te.Stage | None, int]:
+    """A consumer whose loops ``stage`` may be computed at, and how many of its outer loops
+    qualify: every other consumer must be computed inside that consumer (directly or
+    through stages computed there), so ``stage`` can only go at or above the outermost of
+    those attach loops (computed deeper, it would be read before it is written)."""
+    consumers = s.consumers(stage)
+    for host in consumers:
+        if host.attach == "inline":
+            continue
+        depth = len(host.leaf_iter_vars)
+        for other in consumers:
+            if other is host:
+                continue
+            loop = _attach_loop_in(other, host)
+            if loop is None:
+                break
+            depth = min(depth, host.leaf_iter_vars.index(loop) + 1)
+        else:
+            return host, depth
+    return None, 0
+
+
+def _attach_loop_in(stage: te.Stage, host: te.Stage) -> te.IterVar | None:
+    """The loop of ``host`` inside which ``stage`` is computed, if it is."""
+    while stage.attach == "at":
+        if stage.attach_stage is host:
+            return stage.attach_ivar
+        stage = stage.attach_stage
+    return None
 
 
 _APPLY: dict[str, Callable[[SearchTask, te.Schedule, SketchOp, Decide], None]] = {

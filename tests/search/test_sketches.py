@@ -24,13 +24,17 @@ CASES = [
                                "padding": 1}),
     ("softmax", {"M": 4, "N": 130}),
     ("layer_norm", {"M": 6, "N": 96}),
+    # more rows than the cores' vector lanes: the reductions factor per row
+    ("softmax", {"M": 40, "N": 96}),
+    ("log_softmax", {"M": 36, "N": 80}),
+    ("layer_norm", {"M": 48, "N": 64}),
     ("dense", {"M": 12, "N": 20, "K": 16, "bias": True, "activation": "relu"}),
 ]
 
 SAMPLES_PER_SKETCH = 2
 
 
-@pytest.mark.parametrize("op, params", CASES, ids=[c[0] for c in CASES])
+@pytest.mark.parametrize("op, params", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_every_sketch_and_sample_is_correct(op, params):
     wl = Workload.op(op, **params)
     task = SearchTask(wl, "cpu")
@@ -156,3 +160,42 @@ def test_a_bias_add_reading_a_broadcast_operand_is_inlined_into_the_conv():
     names = [str(s) for s in generate_sketches(task)]
     assert all("inline biased" in n for n in names), names
     assert any("tile conv fused@out" in n for n in names), names
+
+
+def test_row_reductions_factor_per_row_and_fuse_into_the_output_row_loop():
+    """Softmax over many rows: both reductions factor per row (vector partial results), and
+    every stage can be computed inside the output's row loop (the exponentials have two
+    consumers, the factored sum and the output), so one parallel loop makes all passes
+    over a row while it is in cache."""
+    wl = Workload.op("softmax", M=48, N=256)
+    task = SearchTask(wl, "cpu")
+    sketch = next(s for s in generate_sketches(task) if str(s).count("per row") == 2)
+    fused = {"location:T_softmax_exp": 0, "location:T_softmax_expsum": 0,
+             "location:T_softmax_maxelem": 0, "parallel:T_softmax_norm": 1}
+    space = decision_space(task, sketch)  # by default the sum is at the root...
+    assert space["location:T_softmax_exp"].choices == ("root", "inline")
+    s, args = instantiate(task, sketch, sampler(dict(fused), space, random.Random(0)))
+    # ...computed in the row loop, the exponentials may go there too (and no deeper): the
+    # space keeps the wider choice, so mutation can propose it
+    assert space["location:T_softmax_exp"].choices == ("root", "inline", 0)
+    attached = {step[1]: step[2] for step in s.steps if step[0] == "compute_at"}
+    assert attached == {"T_softmax_expsum.rf": "T_softmax_expsum",
+                        "T_softmax_expsum": "T_softmax_norm",
+                        "T_softmax_exp": "T_softmax_norm",
+                        "T_softmax_maxelem.rf": "T_softmax_maxelem",
+                        "T_softmax_maxelem": "T_softmax_exp"}
+    mod = build(s, args)
+    assert mod.source.count("#pragma omp parallel") == 1
+    inputs = wl.random_inputs(seed=1)
+    (expected,) = wl.reference(inputs)
+    out = np.zeros_like(expected)
+    mod(*inputs, out)
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-7)
+
+
+def test_a_column_reduction_is_not_factored_per_row():
+    x = te.placeholder((256, 64), "float32", name="x")
+    k = te.reduce_axis((0, 256), name="k")
+    col = te.compute((64,), lambda j: te.sum(x[k, j], axis=k), name="colsum")
+    task = SearchTask(Workload.from_tensors([col]), "cpu")
+    assert not any("per row" in str(s) for s in generate_sketches(task))

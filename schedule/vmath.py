@@ -1,0 +1,136 @@
+"""Vector math for generated C: ``exp``, ``log``, ``tanh``, ``erf`` and ``sigmoid`` over
+GCC vector types of float32, so a vectorized loop that calls them stays in vector registers
+(libm's ``expf`` is scalar: called lane by lane it made a "vectorized" softmax slower than
+numpy).
+
+Each function is range reduction plus a polynomial, written with vector-extension
+arithmetic only (no intrinsics), so one text serves every ISA and width; special values
+are patched with lane masks. The polynomials' coefficients were fitted for this module
+(near-minimax on the reduced ranges named below). ``ULP_BOUNDS`` states the accuracy: the
+largest error in units in the last place against a float64 reference over every float32
+input (``bench/vmath_accuracy.py`` checks all 2^32; the tests check a dense sample of the
+whole range, infinities, NaN and denormals):
+
+- exp: x = n ln2 + r, |r| <= ln2/2, degree-6 polynomial, scaled by 2^n in two steps so
+  results in the denormal range round once; overflow gives inf, underflow 0.
+- log: x = m 2^e, m in [sqrt(1/2), sqrt(2)), log1p(m - 1) by a degree-10 polynomial;
+  log(0) = -inf, log(x < 0) = NaN, denormal inputs scaled first.
+- tanh: |x| < 0.625 an odd degree-11 polynomial, else 1 - 2 / (exp(2|x|) + 1).
+- erf: |x| < 1 x + x P(x^2) with a degree-6 P, else 1 - exp(-x^2) R(1/|x|), degree-9 R,
+  and 1 from |x| > 3.92 (where erfc(x) is below half an ulp of 1).
+- sigmoid: e = exp(-|x|), 1 / (1 + e) for x >= 0, e / (1 + e) below (no overflow, and
+  denormal results for x < -87 stay accurate).
+"""
+
+from __future__ import annotations
+
+#: the functions with a vector version (float32 lanes)
+FUNCTIONS = ("exp", "log", "tanh", "erf", "sigmoid")
+
+#: largest error in ulps over every float32 input with a finite result, measured
+#: exhaustively by ``bench/vmath_accuracy.py`` (0.5 would be correct rounding)
+ULP_BOUNDS = {"exp": 1.08, "log": 0.96, "tanh": 1.34, "erf": 1.15, "sigmoid": 2.41}
+
+_EXP = (0.5, 0.166665778, 0.0416668542, 0.00836314075, 0.00139012688)
+_LOG = (0.333333313, -0.25000304, 0.200011998, -0.166415796, 0.142099753, -0.129893392,
+        0.126554877, -0.0797375068)
+_TANH = (-0.333333284, 0.133327708, -0.0538509488, 0.0209973399, -0.00609692)
+_ERF = (0.128379167, -0.37612626, 0.112835854, -0.026853811, 0.00518832728, -0.000801018905,
+        7.85384691e-05)
+_ERFC = (0.000129282256, 0.561625004, 0.0216116123, -0.380453557, 0.242646456, 0.217103481,
+         -0.513030887, 0.421325862, -0.172889978, 0.0295162834)
+
+
+def _horner(var: str, coeffs: tuple[float, ...]) -> str:
+    """``c0 + c1 v + c2 v^2 + ...`` in Horner form, as C text."""
+    text = f"{coeffs[-1]!r}f"
+    for c in reversed(coeffs[:-1]):
+        text = f"({text} * {var} + {c!r}f)"
+    return text
+
+
+# Templates: {V} the float vector type, {I} the int32 vector of the same lanes, {S} the
+# suffix naming this width. Vector casts between equal sizes reinterpret the bits;
+# comparisons give lanes of 0 / -1, which select with `tt_vsel_{S}`.
+_TEMPLATES: dict[str, tuple[tuple[str, ...], str]] = {
+    "sel": ((), """\
+static inline {V} tt_vsel_{S}({I} m, {V} a, {V} b) {{
+  return ({V})((m & ({I})a) | (~m & ({I})b));
+}}"""),
+    "exp": (("sel",), """\
+static inline {V} tt_vexp_{S}({V} x) {{
+  x = tt_vsel_{S}(x < -104.0f, ({V}){{0}} - 104.0f, x);
+  x = tt_vsel_{S}(x > 88.75f, ({V}){{0}} + 88.75f, x);
+  {V} t = x * 1.44269502f + 12582912.0f;
+  {V} n = t - 12582912.0f;
+  {I} k = ({I})t - 0x4B400000;
+  {V} r = x - n * 0.693145752f;
+  r = r - n * 1.42860677e-06f;
+  {V} p = 1.0f + (r + r * r * """ + _horner("r", _EXP) + """);
+  {I} k1 = k >> 1;
+  {I} k2 = k - k1;
+  return p * ({V})((k1 + 127) << 23) * ({V})((k2 + 127) << 23);
+}}"""),
+    "log": (("sel",), """\
+static inline {V} tt_vlog_{S}({V} x) {{
+  {I} tiny = x < 1.17549435e-38f;
+  {I} bits = ({I})tt_vsel_{S}(tiny, x * 8388608.0f, x);
+  {I} e = ((bits >> 23) & 0xff) - 127 - (tiny & 23);
+  {V} m = ({V})((bits & 0x007fffff) | 0x3f800000);
+  {I} high = m > 1.41421354f;
+  m = tt_vsel_{S}(high, m * 0.5f, m);
+  {V} f = m - 1.0f;
+  {V} ef = __builtin_convertvector(e - high, {V});
+  {V} y = f + f * f * (-0.5f + f * """ + _horner("f", _LOG) + """);
+  y = ef * 0.693145752f + (y + ef * 1.42860677e-06f);
+  y = tt_vsel_{S}(x == 0.0f, ({V}){{0}} - __builtin_inff(), y);
+  y = tt_vsel_{S}((x < 0.0f) | (x != x), ({V}){{0}} + __builtin_nanf(""), y);
+  return tt_vsel_{S}(x == __builtin_inff(), x, y);
+}}"""),
+    "tanh": (("sel", "exp"), """\
+static inline {V} tt_vtanh_{S}({V} x) {{
+  {V} a = ({V})(({I})x & 0x7fffffff);
+  {V} s = x * x;
+  {V} small = x + x * s * """ + _horner("s", _TANH) + """;
+  {V} large = 1.0f - 2.0f / (tt_vexp_{S}(a + a) + 1.0f);
+  large = ({V})(({I})large | (({I})x & (int)0x80000000));
+  return tt_vsel_{S}(a < 0.625f, small, large);
+}}"""),
+    "erf": (("sel", "exp"), """\
+static inline {V} tt_verf_{S}({V} x) {{
+  {V} a = ({V})(({I})x & 0x7fffffff);
+  {V} s = x * x;
+  {V} small = x + x * """ + _horner("s", _ERF) + """;
+  {V} t = 1.0f / tt_vsel_{S}(a < 1.0f, ({V}){{0}} + 1.0f, a);
+  {V} large = 1.0f - tt_vexp_{S}(-s) * """ + _horner("t", _ERFC) + """;
+  large = tt_vsel_{S}(a > 3.92f, ({V}){{0}} + 1.0f, large);
+  large = ({V})(({I})large | (({I})x & (int)0x80000000));
+  return tt_vsel_{S}(a < 1.0f, small, large);
+}}"""),
+    "sigmoid": (("sel", "exp"), """\
+static inline {V} tt_vsigmoid_{S}({V} x) {{
+  {V} e = tt_vexp_{S}(-({V})(({I})x & 0x7fffffff));
+  return tt_vsel_{S}(x < 0.0f, e, ({V}){{0}} + 1.0f) / (1.0f + e);
+}}"""),
+}
+
+
+def definitions(name: str, vtype: str, itype: str, suffix: str) -> list[tuple[str, str]]:
+    """The C helpers that compute ``name`` over ``vtype`` (float32 lanes), as
+    ``(helper name, definition)`` pairs with dependencies first; the last one is ``name``'s
+    own. ``itype`` is the int32 vector type of the same width; ``suffix`` names the width in
+    the helpers' names."""
+    if name not in FUNCTIONS:
+        raise ValueError(f"no vector version of {name!r}; have {', '.join(FUNCTIONS)}")
+    out: list[tuple[str, str]] = []
+
+    def add(fn: str) -> None:
+        deps, template = _TEMPLATES[fn]
+        for dep in deps:
+            add(dep)
+        helper = f"tt_v{fn}_{suffix}"
+        if all(h != helper for h, _ in out):
+            out.append((helper, template.format(V=vtype, I=itype, S=suffix)))
+
+    add(name)
+    return out
