@@ -76,6 +76,13 @@ class SearchPolicy(ABC):
         """The measured median latency (seconds) of each candidate, None for a failure.
         Candidates may come from elsewhere (another policy, a database)."""
 
+    def notify_disturbed(self, candidates: Sequence[Candidate],  # noqa: B027 (optional)
+                         costs: Sequence[float | None]) -> None:
+        """Candidates measured while other work slowed the machine (even re-measured):
+        their figures are too slow by an unknown amount, so a cost model must not learn
+        from them; a policy may still note them as measured (so as not to propose them
+        again) and as rough figures. By default: ignored."""
+
     def warm_start(self, past: Sequence[PastMeasurement]) -> int:
         """Learn from earlier measurements of this task; they are never proposed again.
         Returns how many were rebuilt into the search's own population (none here)."""

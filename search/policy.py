@@ -273,6 +273,13 @@ class SketchPolicy(SearchPolicy):
         if programs:
             self.scorer.update(programs, throughputs)
 
+    def notify_disturbed(self, candidates: Sequence[Candidate],
+                         costs: Sequence[float | None]) -> None:
+        """Noted as measured, their rough figures may seed evolution; the cost model does
+        not train on them."""
+        for cand, cost in zip(candidates, costs, strict=True):
+            self.measured[cand.key] = 1.0 / cost if cost else 0.0
+
     def export_model(self) -> bytes | None:
         model = getattr(self.scorer, "model", None)
         return model.save() if model is not None and model.num_samples else None

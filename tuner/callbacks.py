@@ -53,7 +53,12 @@ class UpdatePolicy(MeasureCallback):
             return
         start = time.perf_counter()
         policy = job.policies[searched[0][0].task]
-        policy.notify([t.candidate for t, _ in searched], [r.median_cost for _, r in searched])
+        # a disturbed figure is the machine's, not the program's: nothing to learn from
+        clean = [(t, r) for t, r in searched if not r.disturbed]
+        policy.notify([t.candidate for t, _ in clean], [r.median_cost for _, r in clean])
+        disturbed = [(t, r) for t, r in searched if r.disturbed]
+        policy.notify_disturbed([t.candidate for t, _ in disturbed],
+                                [r.median_cost for _, r in disturbed])
         job.seconds.search += time.perf_counter() - start
 
 
@@ -64,7 +69,8 @@ class ReportProgress(MeasureCallback):
     def on_result(self, job: JobRunner, trial: Trial, result: MeasureResult) -> None:
         if not trial.reconfirm:
             job.tasks[trial.task].observe(trial.candidate.steps, result.median_cost,
-                                          result.error_kind.value)
+                                          result.error_kind.value, result.noise,
+                                          result.disturbed)
             job.save_progress()
 
     def on_batch(self, job: JobRunner, trials: Sequence[Trial],

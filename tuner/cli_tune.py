@@ -135,6 +135,12 @@ def format_summary(summary: dict[str, Any]) -> str:
             lines.append(f"    numpy {task['numpy_latency_s'] * 1e3:.4f} ms (this run): "
                          f"tuned is {task['numpy_latency_s'] / task['best_latency_s']:.2f}x "
                          "numpy")
+        if task.get("disturbed"):
+            lines.append(f"    the machine was busy: {task['disturbed']} of {task['trials']} "
+                         "figures stayed disturbed after re-measuring (slowdown up to "
+                         f"{task['max_noise']:.2f}x); the search did not learn from them")
+        if task.get("unconfirmed"):
+            lines.append(f"    not confirmed: {task['unconfirmed']}")
         if task["errors"]:
             lines.append(f"    failed candidates: {task['errors']}")
     if len(summary["tasks"]) > 1 and summary["estimated_latency_s"] is not None:

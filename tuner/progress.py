@@ -53,11 +53,17 @@ class TaskProgress:
     since_improvement: int = 0
     curve: list[tuple[int, float]] = field(default_factory=list)  # (trials, best latency)
     error: str = ""
+    disturbed: int = 0  # figures the machine's other work slowed, even re-measured
+    max_noise: float = 1.0  # the worst slowdown the interference checks saw
+    unconfirmed: str = ""  # why the final re-measurement did not confirm the best
 
-    def observe(self, steps: Steps, cost: float | None, error_kind: str) -> None:
+    def observe(self, steps: Steps, cost: float | None, error_kind: str,
+                noise: float = 1.0, disturbed: bool = False) -> None:
         """Count one measured candidate (``cost`` None when it failed)."""
         self.trials += 1
         self.errors[error_kind] += 1
+        self.disturbed += disturbed
+        self.max_noise = max(self.max_noise, noise)
         if cost is not None and cost < self.best_cost:
             self.best_cost, self.best_steps, self.confirmed = cost, steps, False
             self.since_improvement = 0
@@ -86,7 +92,8 @@ class TaskProgress:
             "best_latency_s": self.best_cost if finite else None,
             "best_gflops": self.gflops(), "confirmed": self.confirmed,
             "curve": [[t, c if math.isfinite(c) else None] for t, c in self.curve],
-            "error": self.error,
+            "error": self.error, "disturbed": self.disturbed, "max_noise": self.max_noise,
+            "unconfirmed": self.unconfirmed,
         }
 
 

@@ -41,7 +41,7 @@ from .callbacks import MeasureCallback, default_callbacks
 from .progress import TaskProgress, TimeSplit, TuneResult, estimated_latency
 from .scheduler import TaskScheduler
 from .spec import JobSpec
-from .trial import Trial, is_reconfirmation, past_measurement
+from .trial import Trial, is_disturbed, is_reconfirmation, past_measurement
 
 log = logging.getLogger(__name__)
 
@@ -121,7 +121,8 @@ class JobRunner:
             if is_reconfirmation(record) or steps.key in seen:
                 continue
             seen.add(steps.key)
-            task.observe(steps, record.median_cost, record.error_kind)
+            task.observe(steps, record.median_cost, record.error_kind,
+                         record.measure.get("noise", 1.0), is_disturbed(record))
         if own:
             task.state = "tuning"
             task.curve.append((task.trials, task.best_cost))
@@ -130,7 +131,11 @@ class JobRunner:
                 task.best_cost, task.best_steps = record.median_cost, steps
         start = time.perf_counter()
         if own or others:
-            policy.warm_start([past_measurement(r, steps) for r, steps in own + others])
+            policy.warm_start([past_measurement(r, steps) for r, steps in own + others
+                               if not is_disturbed(r)])
+            disturbed = [(r, steps) for r, steps in own + others if is_disturbed(r)]
+            policy.notify_disturbed([Candidate(steps) for _, steps in disturbed],
+                                    [r.median_cost for r, _ in disturbed])
         else:
             self._start_from_snapshot(task, policy)
         self.seconds.search += time.perf_counter() - start
@@ -352,24 +357,46 @@ class JobRunner:
                 self._check_cancelled()
 
     def _reconfirm_task(self, n: int) -> None:
+        """Re-measure the task's few best programs. The quickest quiet figure becomes the
+        confirmed best only if it agrees with that program's record within the noise the
+        device measured (at least 5%); a disturbed or disagreeing re-measurement leaves the
+        recorded best, unconfirmed, and says why."""
         task = self.tasks[n]
         top = self.db.query_records(workload_key=task.key, target=str(self.spec.target),
                                     ok=True, order="cost", limit=self.spec.reconfirm * 4)
         picks: dict[str, Steps] = {}
-        for _, steps in _schedulable(top):
+        recorded: dict[str, float] = {}
+        for record, steps in _schedulable(top):
             picks.setdefault(steps.key, steps)
+            if record.median_cost is not None:
+                recorded.setdefault(steps.key, record.median_cost)
         chosen = list(picks.values())[: self.spec.reconfirm]
         if not chosen:
             return
         trials = [Trial(n, task.workload, self.spec.target, Candidate(steps), reconfirm=True)
                   for steps in chosen]
         results = self.measure(trials)
-        confirmed = [(r.median_cost, t.candidate.steps)
-                     for t, r in zip(trials, results, strict=True) if r.median_cost is not None]
-        if confirmed:
-            task.best_cost, task.best_steps = min(confirmed, key=lambda c: c[0])
-            task.confirmed = True
-            task.curve.append((task.trials, task.best_cost))
+        measured = [(r, t.candidate.steps) for t, r in zip(trials, results, strict=True)
+                    if r.median_cost is not None]
+        quiet = [(r, steps) for r, steps in measured if not r.disturbed]
+        if not quiet:
+            if measured:
+                worst = max(r.noise for r, _ in measured)
+                task.unconfirmed = ("the re-measurements were disturbed by other work on the "
+                                    f"machine (slowdown up to {worst:.2f}x)")
+            return
+        result, steps = min(quiet, key=lambda c: c[0].median_cost)
+        cost, before = result.median_cost, recorded.get(steps.key)
+        tolerance = max(0.05, result.noise - 1.0)
+        if before is not None and abs(cost / before - 1.0) > tolerance:
+            task.unconfirmed = (f"re-measured at {cost * 1e3:.4g} ms, {cost / before:.2f}x its "
+                                f"record's {before * 1e3:.4g} ms: more than the "
+                                f"{tolerance:.0%} the noise checks allow, so the machine's "
+                                "speed changed between the two")
+            return
+        task.best_cost, task.best_steps, task.confirmed = cost, steps, True
+        task.unconfirmed = ""
+        task.curve.append((task.trials, task.best_cost))
 
     def _finish(self, status: str, error: str) -> str:
         """Store the final status and progress; returns the error to report (with the

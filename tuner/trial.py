@@ -49,6 +49,10 @@ class Trial:
             measure["node"] = prov.node
         if self.origin is not None:
             measure["origin"] = self.origin
+        if result.ok:
+            measure["noise"] = result.noise
+            if result.disturbed:
+                measure["disturbed"] = True
         return Record(
             workload_key=self.workload.key,
             workload=self.workload.to_json(),
@@ -75,6 +79,12 @@ def past_measurement(record: Record, steps: Steps) -> PastMeasurement:
     origin = record.measure.get("origin") if isinstance(record.measure, dict) else None
     return PastMeasurement(steps, record.median_cost if record.ok else None,
                            origin if isinstance(origin, dict) else None)
+
+
+def is_disturbed(record: Record) -> bool:
+    """The record's figure was taken while other work slowed the machine (its device said
+    so even after re-measuring): too slow, and not to be learnt from."""
+    return isinstance(record.measure, dict) and record.measure.get("disturbed") is True
 
 
 def is_reconfirmation(record: Record) -> bool:

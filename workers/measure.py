@@ -127,6 +127,11 @@ class MeasureSettings:
     ``check`` the output is compared with ``Workload.reference``. ``run_timeout`` counts
     from the moment the device starts the candidate (after loading it), ``load_timeout``
     bounds the loading, ``compile_timeout`` each build.
+
+    A device that can tell interference (the cpu device: ``workers.interference``) times
+    a candidate again, up to ``remeasure`` times, while its noise (the slowdown other work
+    or the spread of its repeats suggests) exceeds ``noise_tolerance``; a figure that stays
+    above it is marked ``disturbed``.
     """
 
     number: int = 1
@@ -138,6 +143,8 @@ class MeasureSettings:
     compile_timeout: float = 60.0
     run_timeout: float = 10.0
     load_timeout: float = 30.0
+    noise_tolerance: float = 1.25
+    remeasure: int = 2
 
     def __post_init__(self) -> None:
         for name in ("number", "repeat"):
@@ -145,7 +152,7 @@ class MeasureSettings:
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value < 2**31:
                 raise ValueError(f"measure settings: {name} must be an integer in "
                                  f"1..2**31-1, got {value!r}")
-        for name in ("min_repeat_ms", "flush_bytes", "seed"):
+        for name in ("min_repeat_ms", "flush_bytes", "seed", "remeasure"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"measure settings: {name} must be a non-negative integer, "
@@ -159,6 +166,11 @@ class MeasureSettings:
                     or not math.isfinite(value) or value <= 0):
                 raise ValueError(f"measure settings: {name} must be a positive number of "
                                  f"seconds, got {value!r}")
+        tolerance = self.noise_tolerance
+        if (isinstance(tolerance, bool) or not isinstance(tolerance, int | float)
+                or not tolerance >= 1.0):
+            raise ValueError(f"measure settings: noise_tolerance must be a number >= 1 (the "
+                             f"slowdown tolerated), got {tolerance!r}")
 
     def timing(self) -> dict[str, Any]:
         """The settings that change a measured figure (recorded in the provenance)."""
@@ -208,7 +220,9 @@ class MeasureResult:
     unless it ran), the error kind and message, build and run wall seconds, the device id,
     the Unix time it was finished and its provenance. ``workload_error``: the failure is
     the workload's, not the candidate's (its reference outputs cannot be computed), so no
-    candidate of it can succeed."""
+    candidate of it can succeed. ``noise``: the worst slowdown the device's interference
+    checks saw while timing it (1.0: quiet, or a device without checks); ``disturbed``:
+    above the settings' tolerance even after re-measuring."""
 
     costs: list[float]
     error_kind: ErrorKind
@@ -219,6 +233,8 @@ class MeasureResult:
     timestamp: float = field(default_factory=time.time)
     provenance: Provenance = field(default_factory=Provenance)
     workload_error: bool = False
+    noise: float = 1.0
+    disturbed: bool = False
 
     def __post_init__(self) -> None:
         self.error_kind = ErrorKind(self.error_kind)
@@ -241,13 +257,14 @@ class MeasureResult:
         return {"costs": list(self.costs), "error_kind": self.error_kind.value,
                 "error_msg": self.error_msg, "build_s": self.build_s, "run_s": self.run_s,
                 "device": self.device, "timestamp": self.timestamp,
-                "provenance": self.provenance.to_json(), "workload_error": self.workload_error}
+                "provenance": self.provenance.to_json(), "workload_error": self.workload_error,
+                "noise": self.noise, "disturbed": self.disturbed}
 
     @classmethod
     def from_json(cls, doc: Any) -> MeasureResult:
         _fields(doc, "measure result", {"costs", "error_kind"},
                 {"error_msg", "build_s", "run_s", "device", "timestamp", "provenance",
-                 "workload_error"})
+                 "workload_error", "noise", "disturbed"})
         kinds = [k.value for k in ErrorKind]
         if doc["error_kind"] not in kinds:
             raise ValueError(f"measure result: unknown error_kind {doc['error_kind']!r}; "
@@ -261,4 +278,11 @@ class MeasureResult:
                    device=str(doc.get("device", "")),
                    timestamp=float(doc.get("timestamp", 0.0)),
                    provenance=Provenance.from_json(doc.get("provenance", {})),
-                   workload_error=doc.get("workload_error") is True)
+                   workload_error=doc.get("workload_error") is True,
+                   noise=_noise(doc.get("noise", 1.0)), disturbed=doc.get("disturbed") is True)
+
+
+def _noise(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 1.0:
+        raise ValueError(f"measure result: 'noise' must be a number >= 1, got {value!r}")
+    return float(value)
