@@ -1,8 +1,9 @@
-"""Tuning on a busy machine: the same workload tuned from an empty database three times —
-on a quiet machine, with a busy loop pinned to one core (the interference checks on: the
-default), and with the busy loop but the checks off (every figure taken and learnt from as
-measured, as before them) — then each run's best program re-timed here on the quiet
-machine, in interleaved rounds.
+"""Tuning on a busy machine: the same workload tuned from an empty database five times —
+on a quiet machine; with a busy loop pinned to one core throughout; with a busy loop on
+one core for 2 s of every 4 (the intermittent load of a shared machine) — the last two
+each with the interference checks on (the default) and off (every figure taken and learnt
+from as measured, as before them) — then each run's best program re-timed here on the
+quiet machine, in interleaved rounds.
 
     .venv/bin/python bench/noisy_tuning.py [--trials 128] [--rounds 5]
 
@@ -25,16 +26,23 @@ import time
 from dataclasses import replace
 from pathlib import Path
 
+# numpy's BLAS threads (the reference convolution) would spin beside the quiet re-timing
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-BUSY_LOOP = "while True: pass"
+LOADS = {
+    "busy": "while True: pass",
+    "intermittent": ("import time\nwhile True:\n    end = time.time() + 2\n"
+                     "    while time.time() < end: pass\n    time.sleep(2)"),
+}
 
 
-def busy_loop_on_core(core: int) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", BUSY_LOOP])
+def load_on_core(kind: str, core: int) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", LOADS[kind]])
     os.sched_setaffinity(proc.pid, {core})
     return proc
 
@@ -51,14 +59,17 @@ def main() -> int:
 
     workload = Workload.op("conv2d_nchw", N=1, C=64, H=56, W=56, K=64, R=3, S=3, padding=1)
     unchecked = replace(TUNING_MEASURE, noise_tolerance=1e9, remeasure=0)
-    runs = {"quiet": (False, TUNING_MEASURE), "busy core, checks on": (True, TUNING_MEASURE),
-            "busy core, checks off": (True, unchecked)}
+    runs = {"quiet": (None, TUNING_MEASURE),
+            "busy core, checks on": ("busy", TUNING_MEASURE),
+            "busy core, checks off": ("busy", unchecked),
+            "2s of 4 busy, checks on": ("intermittent", TUNING_MEASURE),
+            "2s of 4 busy, checks off": ("intermittent", unchecked)}
     print(f"{workload!r}: {args.trials} trials per run, seed 0")
     modules, rows = [], []
     with tempfile.TemporaryDirectory() as tmp:
-        for n, (name, (busy, settings)) in enumerate(runs.items()):
+        for n, (name, (load, settings)) in enumerate(runs.items()):
             db = f"sqlite:///{Path(tmp) / f'{n}.db'}"
-            loop = busy_loop_on_core(0) if busy else None
+            loop = load_on_core(load, 0) if load else None
             start = time.perf_counter()
             try:
                 result = tune([workload], "cpu", args.trials, db=db, measure=settings, seed=0)
@@ -80,14 +91,14 @@ def main() -> int:
                 np.testing.assert_allclose(out, want, rtol=1e-3, atol=1e-3)
                 quiet[i].append(min(module.time(*inputs, out, repeat=3, min_repeat_ms=50)))
     retimed = [statistics.median(q) for q in quiet]
-    print(f"{'run':24} {'reported':>10} {'confirmed':>9} {'re-timed':>10} "
+    print(f"{'run':26} {'reported':>10} {'confirmed':>9} {'re-timed':>10} "
           f"{'reported/re-timed':>17} {'vs quiet best':>13} {'disturbed':>9} {'tune s':>7}")
     for (name, task, seconds), again in zip(rows, retimed, strict=True):
-        print(f"{name:24} {task.best_cost * 1e3:8.3f}ms {task.confirmed!s:>9} "
+        print(f"{name:26} {task.best_cost * 1e3:8.3f}ms {task.confirmed!s:>9} "
               f"{again * 1e3:8.3f}ms {task.best_cost / again:17.2f} "
               f"{again / retimed[0]:13.2f} {task.disturbed:9d} {seconds:7.0f}")
         if task.unconfirmed:
-            print(f"{'':24} not confirmed: {task.unconfirmed}")
+            print(f"{'':26} not confirmed: {task.unconfirmed}")
     return 0
 
 

@@ -57,6 +57,11 @@ MAX_RUNNER_DEATHS = 2
 Event = dict[str, Any]
 EventCallback = Callable[[Event], None]
 
+#: How far a quiet machine's timings of one program may differ between two measurements (a
+#: 2-core VM measured 7-9% between runs minutes apart): the least disagreement between a
+#: re-measurement and its record that makes a figure unconfirmed.
+QUIET_VARIATION = 0.10
+
 
 class JobCancelled(Exception):
     """Raised inside the loop when the job was cancelled (seen at a batch boundary)."""
@@ -359,7 +364,7 @@ class JobRunner:
     def _reconfirm_task(self, n: int) -> None:
         """Re-measure the task's few best programs. The quickest quiet figure becomes the
         confirmed best only if it agrees with that program's record within the noise the
-        device measured (at least 5%); a disturbed or disagreeing re-measurement leaves the
+        device measured (at least ``QUIET_VARIATION``); a disturbed or disagreeing one leaves the
         recorded best, unconfirmed, and says why."""
         task = self.tasks[n]
         top = self.db.query_records(workload_key=task.key, target=str(self.spec.target),
@@ -387,7 +392,7 @@ class JobRunner:
             return
         result, steps = min(quiet, key=lambda c: c[0].median_cost)
         cost, before = result.median_cost, recorded.get(steps.key)
-        tolerance = max(0.05, result.noise - 1.0)
+        tolerance = max(QUIET_VARIATION, result.noise - 1.0)
         if before is not None and abs(cost / before - 1.0) > tolerance:
             task.unconfirmed = (f"re-measured at {cost * 1e3:.4g} ms, {cost / before:.2f}x its "
                                 f"record's {before * 1e3:.4g} ms: more than the "
