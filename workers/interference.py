@@ -64,4 +64,8 @@ def noise(costs: list[float], load: float | None) -> float:
     """The slowdown a measurement may have suffered (1.0: none seen): the slowest repeat
     against the fastest, or 1 + the other work's load in cores, whichever is worse."""
     spread = max(costs) / min(costs) if costs and min(costs) > 0 else 1.0
-    return max(spread, 1.0 + (load or 0.0))
+    return min(max(spread, 1.0 + (load or 0.0)), MAX_NOISE)
+
+
+#: A bound on the figure (a near-zero fastest repeat could make the spread overflow).
+MAX_NOISE = 1e6

@@ -117,6 +117,10 @@ class MeasureInput:
         return cls(doc["workload"], doc["target"], doc["steps"])
 
 
+#: Most extra timings of one disturbed candidate (each within ``run_timeout``).
+MAX_REMEASURE = 5
+
+
 @dataclass(frozen=True)
 class MeasureSettings:
     """How candidates are built and timed (TVM's time evaluator settings, plus limits).
@@ -152,7 +156,7 @@ class MeasureSettings:
             if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value < 2**31:
                 raise ValueError(f"measure settings: {name} must be an integer in "
                                  f"1..2**31-1, got {value!r}")
-        for name in ("min_repeat_ms", "flush_bytes", "seed", "remeasure"):
+        for name in ("min_repeat_ms", "flush_bytes", "seed"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
                 raise ValueError(f"measure settings: {name} must be a non-negative integer, "
@@ -166,6 +170,10 @@ class MeasureSettings:
                     or not math.isfinite(value) or value <= 0):
                 raise ValueError(f"measure settings: {name} must be a positive number of "
                                  f"seconds, got {value!r}")
+        if (isinstance(self.remeasure, bool) or not isinstance(self.remeasure, int)
+                or not 0 <= self.remeasure <= MAX_REMEASURE):
+            raise ValueError(f"measure settings: remeasure must be an integer in "
+                             f"0..{MAX_REMEASURE}, got {self.remeasure!r}")
         tolerance = self.noise_tolerance
         if (isinstance(tolerance, bool) or not isinstance(tolerance, int | float)
                 or not tolerance >= 1.0):
@@ -283,6 +291,8 @@ class MeasureResult:
 
 
 def _noise(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 1.0:
-        raise ValueError(f"measure result: 'noise' must be a number >= 1, got {value!r}")
+    if (isinstance(value, bool) or not isinstance(value, int | float)
+            or not 1.0 <= value < math.inf):
+        raise ValueError(f"measure result: 'noise' must be a finite number >= 1, "
+                         f"got {value!r}")
     return float(value)

@@ -37,6 +37,8 @@ def _params(**params: Any) -> dict[str, Any]:
     (_job(scheduler="fastest"), "scheduler: unknown 'fastest'"),
     (_job(measure={"run_timeout": 10**6}), "measure.run_timeout: at most"),
     (_job(measure={"bogus": 1}), "measure"),
+    (_job(measure={"remeasure": 10**9}), "remeasure must be an integer in 0..5"),
+    (_job(measure={"noise_tolerance": 0}), "noise_tolerance must be a number >= 1"),
     (_job(workloads=[]), "workloads: at least one workload"),
     (_job(workloads=["matmul"]), "'loc': ['body', 'workloads', 0]"),
 ])

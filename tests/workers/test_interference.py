@@ -57,6 +57,7 @@ def test_noise_is_the_worse_of_the_spread_and_the_load() -> None:
     assert interference.noise([1.0, 1.1], 0.0) == pytest.approx(1.1)
     assert interference.noise([1.0, 1.0], 0.6) == pytest.approx(1.6)
     assert interference.noise([1.0, 1.3], None) == pytest.approx(1.3)
+    assert interference.noise([5e-324, 1.0], None) == interference.MAX_NOISE  # bounded
 
 
 @pytest.mark.skipif(not LINUX, reason="needs /proc/stat")

@@ -57,6 +57,20 @@ def test_settings_round_trip_and_validate() -> None:
         MeasureSettings(run_timeout=float("nan"))
     with pytest.raises(ValueError, match=r"unexpected field\(s\) \['speed'\]"):
         MeasureSettings.from_json({"speed": 1})
+    for bad in (-1, 6, 2**31, True, 1.5):
+        with pytest.raises(ValueError, match=r"remeasure must be an integer in 0\.\.5"):
+            MeasureSettings(remeasure=bad)
+    for bad in (0.5, float("nan"), "1.3", True):
+        with pytest.raises(ValueError, match="noise_tolerance must be a number >= 1"):
+            MeasureSettings(noise_tolerance=bad)
+
+
+def test_a_result_s_noise_must_be_a_finite_number_of_at_least_1() -> None:
+    doc = MeasureResult([1e-3], "none", noise=1.4, disturbed=True).to_json()
+    assert MeasureResult.from_json(doc).noise == 1.4
+    for bad in (0.9, float("inf"), float("nan"), "2", None):
+        with pytest.raises(ValueError, match="'noise' must be a finite number >= 1"):
+            MeasureResult.from_json({**doc, "noise": bad})
 
 
 @pytest.mark.parametrize(("doc", "message"), [
