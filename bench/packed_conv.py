@@ -20,13 +20,14 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench.timing import median_call_time  # noqa: E402
 
 SHAPES = {  # name -> C, H (= W), K, R (= S), stride, padding
     "stem 7x7 s2 3->64 224": (3, 224, 64, 7, 2, 3),
@@ -56,17 +57,6 @@ def workloads(C: int, H: int, K: int, R: int, stride: int, pad: int, lanes: int)
     packed = Workload.from_tensors([ops.conv2d_nchwc(data, kernel, stride, pad)],
                                    name="conv2d_nchwc")
     return nchw, packed, (ic, oc)
-
-
-def timed(fn: Callable[[], object]) -> float:
-    fn()
-    times = []
-    deadline = time.perf_counter() + 1.0
-    while len(times) < 5 or (time.perf_counter() < deadline and len(times) < 200):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def main() -> int:
@@ -118,7 +108,8 @@ def main() -> int:
             with torch.no_grad():
                 calls.append(lambda x=x, w=w, st=stride, p=pad: torch.nn.functional.conv2d(
                     x, w, stride=st, padding=p))
-                rounds = [[timed(c) for c in calls] for _ in range(args.rounds)]
+                rounds = [[median_call_time(c, 1.0, 200) for c in calls]
+                          for _ in range(args.rounds)]
             t_nchw, t_packed, t_torch = (statistics.median(r[i] for r in rounds)
                                          for i in range(3))
             gflops = nchw.flops / t_packed / 1e9

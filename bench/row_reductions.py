@@ -20,7 +20,6 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -28,18 +27,9 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.timing import median_call_time  # noqa: E402
+
 TRIAD_ELEMENTS = 1 << 24  # three arrays of 64 MiB: far beyond the caches
-
-
-def timed(fn: Callable[[], object]) -> float:
-    fn()
-    times = []
-    deadline = time.perf_counter() + 0.5
-    while len(times) < 5 or (time.perf_counter() < deadline and len(times) < 500):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return statistics.median(times)
 
 
 def triad_gbs() -> float:
@@ -138,7 +128,8 @@ def main() -> int:
                 calls = [lambda m=module, a=inputs, o=out: m(*a, o),
                          lambda f=np_fn, a=inputs: f(*a),
                          lambda f=torch_fn, t=tensors: f(*t)]
-                rounds = [[timed(c) for c in calls] for _ in range(args.rounds)]
+                rounds = [[median_call_time(c, 0.5, 500) for c in calls]
+                          for _ in range(args.rounds)]
             native = min(module.time(*inputs, out, repeat=5, min_repeat_ms=50))
             ours, t_np, t_torch = (statistics.median(r[j] for r in rounds) for j in range(3))
             moved = sum(a.nbytes for a in inputs) + out.nbytes

@@ -21,12 +21,12 @@ from search import (
     register_policy,
     unregister_policy,
 )
+from tests.tuner.fake_devices import LoweredTextDevice
 from tuner import SpecError, tune
 from workers import (
     Builder,
     BuildResult,
     BuiltCandidate,
-    Device,
     ErrorKind,
     LocalPool,
     MeasureInput,
@@ -54,28 +54,15 @@ def simulated_seconds(inp: MeasureInput) -> float:
     return 1e-3 * (1 + text.count("\n") / 100) / speedup
 
 
-class SimulatedDevice(Device):
+class SimulatedDevice(LoweredTextDevice):
     """A device plugin: builds nothing but the lowered program text, runs nothing but the
     model above."""
 
-    kind = "cpu"
     resource = "simulated-measure"
-
-    @classmethod
-    def count_here(cls) -> int:
-        return 1
-
-    @classmethod
-    def build(cls, inp: MeasureInput, compile_timeout: float) -> BuildResult:
-        s, args = make_schedule(inp.workload, inp.steps)
-        return BuildResult(ErrorKind.NONE, library=str(lower(s, args)).encode())
 
     @property
     def id(self) -> str:
         return "simulated-device"
-
-    def serves(self, target: Target) -> bool:
-        return target.kind == "cpu"
 
     def run(self, build: BuildResult, inp: MeasureInput,
             settings: MeasureSettings) -> MeasureResult:
@@ -84,12 +71,6 @@ class SimulatedDevice(Device):
         return MeasureResult([cost] * settings.repeat, ErrorKind.NONE, device=self.id,
                              provenance=Provenance(device_model="simulator",
                                                    target=str(inp.target)))
-
-    def is_alive(self) -> bool:
-        return True
-
-    def close(self) -> None:
-        return None
 
 
 class InProcessBuilder(Builder):
@@ -158,28 +139,16 @@ def test_a_pool_of_a_new_builder_and_runner_is_tuned_on(tmp_path: Path) -> None:
     db.close()
 
 
-class FakeAcceleratorDevice(Device):
+class FakeAcceleratorDevice(LoweredTextDevice):
     """A new device kind: an accelerator reached as ``vta`` targets, whose "time" is a
     function of the schedule's split factor (8 is best)."""
 
     kind = "vta"
     resource = "fake-accelerator"
 
-    @classmethod
-    def count_here(cls) -> int:
-        return 1
-
-    @classmethod
-    def build(cls, inp: MeasureInput, compile_timeout: float) -> BuildResult:
-        s, args = make_schedule(inp.workload, inp.steps)
-        return BuildResult(ErrorKind.NONE, library=str(lower(s, args)).encode())
-
     @property
     def id(self) -> str:
         return "fake-accelerator"
-
-    def serves(self, target: Target) -> bool:
-        return target.kind == "vta"
 
     def run(self, build: BuildResult, inp: MeasureInput,
             settings: MeasureSettings) -> MeasureResult:
@@ -187,12 +156,6 @@ class FakeAcceleratorDevice(Device):
         return MeasureResult([1e-3 * (1 + abs(factor - 8))] * settings.repeat, ErrorKind.NONE,
                              device=self.id, provenance=Provenance(
                                  device_model="fake accelerator", target=str(inp.target)))
-
-    def is_alive(self) -> bool:
-        return True
-
-    def close(self) -> None:
-        return None
 
 
 class SplitSearch(SearchPolicy):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from db import Database
-from schedule import Steps, Target, Workload, lower, make_schedule
+from schedule import Steps, Workload, make_schedule
 from search import (
     Candidate,
     SearchPolicy,
@@ -19,11 +19,11 @@ from search import (
     register_policy,
     unregister_policy,
 )
+from tests.tuner.fake_devices import LoweredTextDevice
 from tuner import tune
 from tuner.cli_tune import format_summary, tune_summary
 from workers import (
     BuildResult,
-    Device,
     ErrorKind,
     LocalPool,
     MeasureInput,
@@ -36,11 +36,10 @@ WORKLOAD = Workload.op("matmul", M=32, N=32, K=32)
 SETTINGS = MeasureSettings(repeat=2, min_repeat_ms=1)
 
 
-class ScriptedDevice(Device):
+class ScriptedDevice(LoweredTextDevice):
     """Answers each run with a cost from the program's split factor (1 ms per factor),
     times ``slowdown`` from run ``slow_from`` on, and disturbed where ``disturb(run)``."""
 
-    kind = "cpu"
     resource = "scripted-measure"
 
     def __init__(self, disturb=lambda run: False, slow_from: int = 10**9,
@@ -49,21 +48,9 @@ class ScriptedDevice(Device):
         self.disturb, self.slow_from, self.slowdown = disturb, slow_from, slowdown
         self.runs = 0
 
-    @classmethod
-    def count_here(cls) -> int:
-        return 1
-
-    @classmethod
-    def build(cls, inp: MeasureInput, compile_timeout: float) -> BuildResult:
-        s, args = make_schedule(inp.workload, inp.steps)
-        return BuildResult(ErrorKind.NONE, library=str(lower(s, args)).encode())
-
     @property
     def id(self) -> str:
         return "scripted"
-
-    def serves(self, target: Target) -> bool:
-        return target.kind == "cpu"
 
     def run(self, build: BuildResult, inp: MeasureInput,
             settings: MeasureSettings) -> MeasureResult:
@@ -73,12 +60,6 @@ class ScriptedDevice(Device):
         return MeasureResult([cost] * settings.repeat, ErrorKind.NONE, device=self.id,
                              provenance=Provenance(device_model="scripted"),
                              noise=2.0 if disturbed else 1.02, disturbed=disturbed)
-
-    def is_alive(self) -> bool:
-        return True
-
-    def close(self) -> None:
-        return None
 
 
 class Spy(SearchPolicy):
