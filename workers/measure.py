@@ -176,7 +176,7 @@ class MeasureSettings:
                              f"0..{MAX_REMEASURE}, got {self.remeasure!r}")
         tolerance = self.noise_tolerance
         if (isinstance(tolerance, bool) or not isinstance(tolerance, int | float)
-                or not tolerance >= 1.0):
+                or not 1.0 <= tolerance < math.inf):
             raise ValueError(f"measure settings: noise_tolerance must be a number >= 1 (the "
                              f"slowdown tolerated), got {tolerance!r}")
 

@@ -99,6 +99,8 @@ def _job_text(**raw: str) -> str:
      "not a finite 64-bit float"),
     ("submitter", "/v1/jobs", _job_text(measure='{"repeat": NaN}'),
      ["body", "measure", "repeat"], "NaN"),
+    ("submitter", "/v1/jobs", _job_text(measure='{"noise_tolerance": 1e400}'),
+     ["body", "measure", "noise_tolerance"], "not a finite 64-bit float"),
     ("admin", "/v1/tokens", '{"role": "reader", "owner": "a\\u0000b"}', ["body", "owner"],
      "NUL character"),
 ])

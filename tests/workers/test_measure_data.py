@@ -60,7 +60,7 @@ def test_settings_round_trip_and_validate() -> None:
     for bad in (-1, 6, 2**31, True, 1.5):
         with pytest.raises(ValueError, match=r"remeasure must be an integer in 0\.\.5"):
             MeasureSettings(remeasure=bad)
-    for bad in (0.5, float("nan"), "1.3", True):
+    for bad in (0.5, float("nan"), float("inf"), "1.3", True):
         with pytest.raises(ValueError, match="noise_tolerance must be a number >= 1"):
             MeasureSettings(noise_tolerance=bad)
 
