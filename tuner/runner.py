@@ -364,17 +364,18 @@ class JobRunner:
     def _reconfirm_task(self, n: int) -> None:
         """Re-measure the task's few best programs. The quickest quiet figure becomes the
         confirmed best only if it agrees with that program's record within the noise the
-        device measured (at least ``QUIET_VARIATION``); a disturbed or disagreeing one leaves the
-        recorded best, unconfirmed, and says why."""
+        device measured for either (at least ``QUIET_VARIATION``); a disturbed or disagreeing
+        one leaves the recorded best, unconfirmed, and says why."""
         task = self.tasks[n]
         top = self.db.query_records(workload_key=task.key, target=str(self.spec.target),
                                     ok=True, order="cost", limit=self.spec.reconfirm * 4)
         picks: dict[str, Steps] = {}
-        recorded: dict[str, float] = {}
+        recorded: dict[str, tuple[float, float]] = {}  # steps key -> (cost, noise)
         for record, steps in _schedulable(top):
             picks.setdefault(steps.key, steps)
             if record.median_cost is not None:
-                recorded.setdefault(steps.key, record.median_cost)
+                recorded.setdefault(steps.key, (record.median_cost,
+                                                float(record.measure.get("noise", 1.0))))
         chosen = list(picks.values())[: self.spec.reconfirm]
         if not chosen:
             return
@@ -391,8 +392,9 @@ class JobRunner:
                                     f"machine (slowdown up to {worst:.2f}x)")
             return
         result, steps = min(quiet, key=lambda c: c[0].median_cost)
-        cost, before = result.median_cost, recorded.get(steps.key)
-        tolerance = max(QUIET_VARIATION, result.noise - 1.0)
+        cost = result.median_cost
+        before, before_noise = recorded.get(steps.key, (None, 1.0))
+        tolerance = max(QUIET_VARIATION, result.noise - 1.0, before_noise - 1.0)
         if before is not None and abs(cost / before - 1.0) > tolerance:
             task.unconfirmed = (f"re-measured at {cost * 1e3:.4g} ms, {cost / before:.2f}x its "
                                 f"record's {before * 1e3:.4g} ms: more than the "

@@ -66,7 +66,11 @@ def test_tune_measures_commits_and_reports_the_confirmed_best(db: Database):
                   on_event=events.append)
     assert result.status == "succeeded" and result.trials == 8
     task = result.task(SMALL)
-    assert task.state == "done" and task.confirmed and task.trials == 8
+    assert task.state == "done" and task.trials == 8
+    # timed for real, a 2 us kernel may re-measure more than 10% off its record: then the
+    # best is not called confirmed and the reason is given (tests/tuner/test_noise.py
+    # checks both outcomes deterministically)
+    assert task.confirmed != bool(task.unconfirmed)
     best = result.best(SMALL)
     assert best is not None and best.latency_s > 0 and best.gflops == pytest.approx(
         SMALL.flops / best.latency_s / 1e9)
