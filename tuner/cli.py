@@ -24,7 +24,9 @@ from .cli_common import (
     _database,
     _json_default,
     _print_json,
+    add_ray_options,
     command_group,
+    join_ray_cluster,
     subcommand,
 )
 from .cli_ir import add_ir_commands
@@ -254,26 +256,29 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     except ImportError as exc:
         raise CLIError(f"the workers layer is not available: {exc}") from exc
     address = args.ray_address or os.environ.get(workers.RAY_ADDRESS_ENV, "")
-    if not address:
+    if not address or address == "local":
         raise CLIError(f"no Ray cluster address: give --ray-address HOST:PORT or set "
                        f"{workers.RAY_ADDRESS_ENV}")
+    kinds = [] if args.devices == ["none"] else args.devices
     known = workers.device_kinds()
-    unknown = [kind for kind in args.devices if kind not in known]
+    unknown = [kind for kind in kinds if kind not in known]
     if unknown:
         raise CLIError(f"unknown device kind(s) {', '.join(unknown)} in --devices; "
-                       f"available: {', '.join(known)}")
+                       f"available: {', '.join(known)} (or none)")
     try:
-        resources = workers.node_resources(args.devices)
-        command = workers.worker_command(address, resources)
+        resources = workers.node_resources(kinds) if kinds else {}
+        command = workers.worker_command(address, resources, args.ray_options)
     except ValueError as exc:
         raise CLIError(str(exc)) from exc
     if args.dry_run:
         print(shlex.join(command))
         return 0
-    advertised = ", ".join(f"{name}={count}" for name, count in sorted(resources.items()))
-    print(f"{PROG}: joining the Ray cluster at {address}, advertising {advertised} "
-          "(Ctrl-C to leave)", file=sys.stderr)
-    return subprocess.call(command)
+    access = join_ray_cluster(args)
+    advertised = ", ".join(f"{name}={count}" for name, count in sorted(resources.items())) \
+        or "no devices (a node for builds and for tuning processes)"
+    print(f"{PROG}: joining the Ray cluster at {address} ({access.describe()}), "
+          f"advertising {advertised} (Ctrl-C to leave)", file=sys.stderr)
+    return subprocess.call(command, env={**os.environ, **access.environment})
 
 
 def _add_worker_command(commands: Any) -> None:
@@ -290,20 +295,29 @@ def _add_worker_command(commands: Any) -> None:
             "examples:\n"
             "  tensortune worker --ray-address 10.0.0.5:6379\n"
             "  TENSORTUNE_RAY_ADDRESS=10.0.0.5:6379 tensortune worker --devices cpu\n"
-            "  tensortune worker --ray-address 10.0.0.5:6379 --dry-run"
+            "  tensortune worker --ray-address 10.0.0.5:6379 --ray-token-file head-token\n"
+            "  tensortune worker --ray-address 10.0.0.5:6379 --dry-run\n"
+            "\nThe head is asked first whether it can be joined: a head using token\n"
+            "authentication needs its token (--ray-token-file, $RAY_AUTH_TOKEN or\n"
+            "$RAY_AUTH_TOKEN_PATH); a wrong or missing token, or a head that cannot be\n"
+            "reached, is reported at once."
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    worker.add_argument(
-        "--ray-address", metavar="ADDR", default=None,
-        help="the cluster's head node, host:port (default: $TENSORTUNE_RAY_ADDRESS)",
-    )
+    add_ray_options(worker, "the cluster's head node, host:port (default: "
+                            "$TENSORTUNE_RAY_ADDRESS)", join_first=False)
     worker.add_argument(
         "--devices", type=_device_kinds, default=["cpu"], metavar="KINDS",
-        help="comma-separated device kinds this machine offers (default: cpu)",
+        help="comma-separated device kinds this machine offers (default: cpu); none: join "
+             "without devices, so that tuning processes can run on this host",
     )
     worker.add_argument(
         "--dry-run", action="store_true", help="print the ray start command instead of running it"
+    )
+    worker.add_argument(
+        "ray_options", nargs="*", metavar="-- RAY_START_OPTION",
+        help="options after -- go to `ray start` as they are (e.g. fixed ports for a firewall: "
+             "-- --node-manager-port=6380 --object-manager-port=6381)",
     )
     worker.set_defaults(handler=_cmd_worker)
 
@@ -356,6 +370,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # --help, --version (0) and usage errors (2)
         return exc.code if isinstance(exc.code, int) else 2
     try:
+        if getattr(args, "join_ray_cluster_first", False):
+            args.ray_access = join_ray_cluster(args)
         return args.handler(args)
     except CLIError as exc:
         print(f"{PROG}: error: {exc}", file=sys.stderr)

@@ -6,8 +6,11 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import os
 from collections.abc import Iterator
 from typing import Any
+
+import workers
 
 
 class CLIError(Exception):
@@ -25,6 +28,42 @@ DB_HELP = (
     "database URL (sqlite:///PATH, postgresql://USER@HOST/DB) or SQLite file path; "
     "default: $TENSORTUNE_DB_URL, else $TENSORTUNE_HOME/tuning.db"
 )
+
+
+RAY_TOKEN_HELP = (
+    "file holding the Ray cluster's token, when its head uses token authentication "
+    "(default: $RAY_AUTH_TOKEN, else the file $RAY_AUTH_TOKEN_PATH, else ~/.ray/auth_token)"
+)
+
+
+def add_ray_options(parser: argparse.ArgumentParser, address_help: str, *,
+                    join_first: bool = True) -> None:
+    """``--ray-address`` and ``--ray-token-file``; ``join_first``: the command's cluster is
+    checked (:func:`join_ray_cluster`) before the command runs, its answer in
+    ``args.ray_access`` (otherwise the command checks it itself)."""
+    parser.add_argument("--ray-address", metavar="ADDR", help=address_help)
+    parser.add_argument("--ray-token-file", metavar="FILE", help=RAY_TOKEN_HELP)
+    parser.set_defaults(join_ray_cluster_first=join_first)
+
+
+def join_ray_cluster(args: argparse.Namespace) -> Any:
+    """Check that the Ray cluster a command asks for (``--ray-address``, else
+    ``$TENSORTUNE_RAY_ADDRESS``) can be joined, with ``--ray-token-file``'s token if given,
+    and, for a command that drives it (tunes), that this host is one of its nodes: its
+    ``workers.RayAccess``, None when no cluster is asked for (or ``local``), and a
+    :class:`CLIError` naming the problem when it cannot be joined."""
+    address = args.ray_address or os.environ.get(workers.RAY_ADDRESS_ENV, "")
+    try:
+        if args.ray_token_file:
+            workers.use_token_file(args.ray_token_file)
+        if not address or address == "local":
+            return None
+        access = workers.check_ray_head(address)
+        if getattr(args, "join_ray_cluster_first", False):  # it will drive the cluster
+            workers.require_ray_node(address)
+        return access
+    except workers.RayAccessError as exc:
+        raise CLIError(str(exc)) from None
 
 
 @contextlib.contextmanager

@@ -14,7 +14,14 @@ import os
 import sys
 from typing import Any
 
-from .cli_common import CLIError, _database, _print_json, command_group, subcommand
+from .cli_common import (
+    CLIError,
+    _database,
+    _print_json,
+    add_ray_options,
+    command_group,
+    subcommand,
+)
 
 #: The API roles, weakest first (the same as ``api.ROLES``; a token's role is its name).
 ROLES = ("reader", "submitter", "admin")
@@ -90,8 +97,8 @@ def add_service_commands(commands: Any) -> None:
     )
     serve.add_argument("--host", default="127.0.0.1", help="address to bind (default 127.0.0.1)")
     serve.add_argument("--port", type=int, default=8000, help="port (default 8000)")
-    serve.add_argument("--ray-address", metavar="ADDR",
-                       help="measure on this Ray cluster (default: this machine)")
+    add_ray_options(serve, "measure on this Ray cluster, host:port (default: "
+                           "$TENSORTUNE_RAY_ADDRESS, else this machine)")
     serve.add_argument("--no-auth", action="store_true",
                        help="no tokens needed (local use; loopback addresses only)")
     serve.add_argument("--log-level", default="info",

@@ -16,9 +16,17 @@ from typing import Any
 from db import JobStateError, NotFoundError
 from schedule import Target, Workload, build, make_schedule, ops
 from search import COST_MODELS, POLICIES
-from workers import RAY_ADDRESS_ENV
+from workers import RAY_ADDRESS_ENV, RayAccessError
 
-from .cli_common import DB_HELP, CLIError, _database, _print_json, command_group, subcommand
+from .cli_common import (
+    DB_HELP,
+    CLIError,
+    _database,
+    _print_json,
+    add_ray_options,
+    command_group,
+    subcommand,
+)
 from .jobs import cancel_job, resume_job, run_job, submit_job
 from .progress import TuneResult
 from .scheduler import SCHEDULERS
@@ -122,6 +130,9 @@ def format_summary(summary: dict[str, Any]) -> str:
              f"{summary['target']}"]
     if summary["error"]:
         lines.append(f"  error: {summary['error']}")
+    if summary["status"] == "failed":
+        lines.append(f"  what was measured is kept: `tensortune jobs resume "
+                     f"{summary['job_id']}` goes on from it")
     for task in summary["tasks"]:
         lines.append(f"  {task['name']}  [{task['workload_key']}]")
         if task["best_latency_s"] is None:
@@ -159,7 +170,12 @@ def run_with_progress(args: argparse.Namespace, database: Any, job_id: str, spec
                        resume: bool = False) -> TuneResult:
     bar = ProgressBar(spec.trials, enabled=not args.json and not args.quiet)
     try:
-        with measurement_pool(spec.measure, args.ray_address) as pool:
+        try:
+            pool = measurement_pool(spec.measure, args.ray_address)
+        except RayAccessError as exc:  # the head went away since the command's check
+            raise CLIError(f"{exc} (job {job_id} is kept: `tensortune jobs resume "
+                           f"{job_id}` goes on)") from None
+        with pool:
             if resume:
                 return resume_job(database, job_id, pool, bar, force=args.force, spec=spec)
             return run_job(database, job_id, pool, bar, spec=spec)
@@ -328,9 +344,9 @@ def _cmd_jobs_cancel(args: argparse.Namespace) -> int:
 
 def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--db", metavar="URL", help=DB_HELP)
-    parser.add_argument("--ray-address", metavar="ADDR",
-                        help="measure on this Ray cluster (host:port, or 'local' to start Ray "
-                             f"here; default: ${RAY_ADDRESS_ENV}, else a local process pool)")
+    add_ray_options(parser, "measure on this Ray cluster (host:port, or 'local' to start "
+                            f"Ray here; default: ${RAY_ADDRESS_ENV}, else a local process "
+                            "pool)")
     parser.add_argument("--json", action="store_true",
                         help="print a JSON summary at the end instead of text")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")

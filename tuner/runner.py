@@ -35,7 +35,7 @@ from typing import Any
 from db import Database, DatabaseError, Job, JobStateError, JobTakenOver, Record
 from schedule import Steps
 from search import Candidate, SearchPolicy, SearchTask, make_policy
-from workers import LocalPool, MeasureResult, Pool
+from workers import LocalPool, MeasureResult, Pool, RayAccessError
 
 from .callbacks import MeasureCallback, default_callbacks
 from .progress import TaskProgress, TimeSplit, TuneResult, estimated_latency
@@ -252,6 +252,9 @@ class JobRunner:
         except DatabaseError as err:  # e.g. a full disk: what was committed stays
             log.error("job %s: the database failed: %s", self.job_id, err)
             status, error = "failed", f"storage error: {err}"
+        except RayAccessError as err:  # the cluster went away: resumable once it is back
+            log.error("job %s: %s", self.job_id, err)
+            status, error = "failed", f"measurement cluster lost: {err}"
         except Exception as err:  # the job fails with the reason; what was measured stays
             log.exception("job %s failed", self.job_id)
             status, error = "failed", f"{type(err).__name__}: {err}"

@@ -24,6 +24,7 @@ from workers import (
     MeasureResult,
     MeasureSettings,
     Pool,
+    RayAccessError,
     ResultCallback,
 )
 
@@ -79,7 +80,8 @@ class FairLock:
 
 class SharedPool:
     """Pools made by ``factory`` (one per distinct measure settings, made on first use),
-    all behind one :class:`FairLock`: one batch at a time on this machine."""
+    all behind one :class:`FairLock`: one batch at a time on this machine. When the Ray
+    cluster under them is lost, they are all closed, and made again at the next batch."""
 
     def __init__(self, factory: PoolFactory = LocalPool) -> None:
         self._factory = factory
@@ -108,7 +110,11 @@ class SharedPool:
                 if pool is None:
                     pool = self._pools[settings] = self._factory(settings)
             self.batches += 1
-            return pool.measure(inputs, callback)
+            try:
+                return pool.measure(inputs, callback)
+            except RayAccessError:  # the cluster is gone: the next batch joins it afresh
+                self.close()
+                raise
 
     def close(self) -> None:
         with self._pools_lock:

@@ -5,17 +5,26 @@
         results = pool.measure([MeasureInput(workload, target, steps)])
 
 A pool is a ``Builder`` and a ``Runner`` (``MeasurePool``): a new way of reaching devices
-is one new class of either. ``RayPool`` (the same interface across a Ray cluster) imports
-Ray on first use.
+is one new class of either. ``RayPool`` (the same interface across a Ray cluster) and
+``check_ray_head`` (can this process join the cluster, with which token) import Ray on
+first use.
 Imports only ``schedule`` (its top-level package).
 """
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from .builder import Builder, LocalBuilder
-from .cluster import RAY_ADDRESS_ENV, node_resources, worker_command
+from .cluster import (
+    RAY_ADDRESS_ENV,
+    ClusterLostError,
+    RayAccessError,
+    node_resources,
+    use_token_file,
+    worker_command,
+)
 from .cpu import CpuDevice
 from .device import (
     BuildResult,
@@ -42,6 +51,7 @@ __all__ = [
     "BuildResult",
     "Builder",
     "BuiltCandidate",
+    "ClusterLostError",
     "CpuDevice",
     "Device",
     "ErrorKind",
@@ -56,23 +66,30 @@ __all__ = [
     "Outcome",
     "Pool",
     "Provenance",
+    "RayAccessError",
     "RayPool",
     "ResultCallback",
     "Runner",
     "Sandbox",
     "SandboxError",
+    "check_ray_head",
     "device_kinds",
     "device_type",
     "node_resources",
     "register_device",
+    "require_ray_node",
     "unregister_device",
+    "use_token_file",
     "worker_command",
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name == "RayPool":  # imports Ray (slow, and an optional dependency)
-        from .ray_pool import RayPool
+_LAZY = {"RayPool": "ray_pool", "check_ray_head": "ray_access",
+         "require_ray_node": "ray_access"}
+"""Names whose modules import Ray (slow, and an optional dependency): imported on use."""
 
-        return RayPool
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(f".{_LAZY[name]}", __name__), name)
     raise AttributeError(f"module 'workers' has no attribute {name!r}")

@@ -9,6 +9,7 @@ advertising a device the node checks that the device is alive.
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 from collections.abc import Sequence
@@ -18,6 +19,41 @@ from .device import device_type
 
 RAY_ADDRESS_ENV = "TENSORTUNE_RAY_ADDRESS"
 """Environment variable with the address of the Ray cluster to join (``host:port``)."""
+RAY_AUTH_MODE_ENV = "RAY_AUTH_MODE"
+"""Ray's switch for token authentication (``token`` or ``disabled``)."""
+RAY_TOKEN_ENV = "RAY_AUTH_TOKEN"
+"""Ray's variable holding the cluster's token itself."""
+RAY_TOKEN_PATH_ENV = "RAY_AUTH_TOKEN_PATH"
+"""Ray's variable naming a file that holds the cluster's token."""
+
+
+class RayAccessError(ConnectionError):
+    """The Ray cluster cannot be joined; the message says why and how to fix it, in one
+    line."""
+
+
+class ClusterLostError(RayAccessError):
+    """The Ray cluster's head stopped answering while a pool was using it."""
+
+
+def split_address(address: str) -> tuple[str, int]:
+    """(host, port) of a ``host:port`` address (``[v6]:port`` too); ``RayAccessError``
+    for anything else."""
+    host, _, port = address.rpartition(":")
+    host = host.removeprefix("[").removesuffix("]")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise RayAccessError(f"expected the Ray head's address as HOST:PORT, got {address!r}")
+    return host, int(port)
+
+
+def use_token_file(path: str | Path) -> None:
+    """Make the token in the file at ``path`` the one this process and the Ray processes
+    it starts present (it takes precedence over ``RAY_AUTH_TOKEN``)."""
+    resolved = Path(path).expanduser().resolve()
+    if not resolved.is_file():
+        raise RayAccessError(f"the Ray token file {path} does not exist")
+    os.environ[RAY_TOKEN_PATH_ENV] = str(resolved)
+    os.environ.pop(RAY_TOKEN_ENV, None)
 
 
 def node_resources(kinds: Sequence[str]) -> dict[str, int]:
@@ -49,9 +85,15 @@ def _ray_executable() -> str:
     return found
 
 
-def worker_command(address: str, resources: dict[str, int]) -> list[str]:
-    """The ``ray start`` command line that joins ``address`` advertising ``resources``."""
+def worker_command(address: str, resources: dict[str, int],
+                   ray_options: Sequence[str] = ()) -> list[str]:
+    """The ``ray start`` command line that joins ``address`` advertising ``resources``;
+    ``ray_options`` go to ``ray start`` as they are (fixed ports behind a firewall, say)."""
     if not address:
         raise ValueError(f"no Ray address: give one (host:port) or set {RAY_ADDRESS_ENV}")
+    taken = [opt for opt in ray_options
+             if opt.split("=")[0] in ("--address", "--resources", "--block", "--head")]
+    if taken:
+        raise ValueError(f"{taken[0].split('=')[0]} is set by tensortune worker itself")
     return [_ray_executable(), "start", f"--address={address}",
-            f"--resources={json.dumps(resources, sort_keys=True)}", "--block"]
+            f"--resources={json.dumps(resources, sort_keys=True)}", *ray_options, "--block"]

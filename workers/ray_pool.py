@@ -1,8 +1,9 @@
 """The Ray-backed measurement pool, a :class:`RayBuilder` and a :class:`RayRunner`: builds
 are Ray tasks on any node with a free CPU, each device is a Ray actor pinned to the node
-that owns it and holding that device's resource (``cpu-measure``, ...), and built
-artefacts travel to the devices through the object store (a build's ``library`` is an
-object reference here, which only the Ray runner resolves).
+that owns it and holding that device's resource (``cpu-measure``, ...). A built library
+(tens of KB) comes back to this process with its build and goes to a device with its run,
+so that a candidate does not depend on the node that built it once the build is done (a
+build node lost later would leave its device waiting on an object that is gone).
 
 A batch is built completely before it is timed, so no node of the cluster builds for this
 pool while one of its devices is being timed; each device actor times one candidate at a
@@ -18,6 +19,7 @@ the start-up time; start a cluster with ``ray start --head`` to have one).
 
 from __future__ import annotations
 
+import logging
 import math
 import os
 import time
@@ -36,6 +38,13 @@ from .cluster import RAY_ADDRESS_ENV
 from .device import BuildResult, Device, device_kinds, device_type
 from .measure import ErrorKind, MeasureInput, MeasureResult, MeasureSettings, Provenance
 from .pool import MeasurePool
+from .ray_access import (
+    HeadWatch,
+    check_ray_head,
+    is_local_address,
+    not_a_node_error,
+    require_ray_node,
+)
 from .runner import BuiltCandidate, ResultCallback, Runner
 from .sandbox import READY_TIMEOUT, Sandbox, resolve
 
@@ -106,6 +115,12 @@ def local_resources() -> dict[str, float]:
     return out
 
 
+def _node_ip() -> str:
+    """The address of the Ray node this process belongs to."""
+    node_id = ray.get_runtime_context().get_node_id()
+    return next(node["NodeManagerAddress"] for node in ray.nodes() if node["NodeID"] == node_id)
+
+
 def ray_address(address: str | None = None) -> str | None:
     """The cluster to join: ``address``, else ``$TENSORTUNE_RAY_ADDRESS``, else None (start
     Ray on this machine, also what ``"local"`` asks for)."""
@@ -117,14 +132,24 @@ def _kind_type(device_types: Mapping[str, type[Device]], kind: str) -> type[Devi
     return device_types.get(kind) or device_type(kind)
 
 
-class RayBuilder(Builder):
-    """Builds every distinct candidate of a batch as a Ray task; a build's ``library`` is
-    the object reference of its bytes (they stay in the object store until a device
-    fetches them)."""
+def _wait_all(refs: list[Any], watch: HeadWatch) -> None:
+    """Wait until every one of ``refs`` is ready, making sure the head still answers."""
+    pending = refs
+    while pending:
+        ready, pending = ray.wait(pending, num_returns=len(pending),
+                                  timeout=watch.interval_s)
+        if pending and not ready:
+            watch.check()
 
-    def __init__(self, compile_timeout: float, device_types: Mapping[str, type[Device]]):
+
+class RayBuilder(Builder):
+    """Builds every distinct candidate of a batch as a Ray task."""
+
+    def __init__(self, compile_timeout: float, device_types: Mapping[str, type[Device]],
+                 watch: HeadWatch):
         self.compile_timeout = compile_timeout
         self.device_types = dict(device_types)
+        self.watch = watch
 
     def build(self, inputs: Sequence[MeasureInput]) -> list[BuildResult]:
         refs: dict[tuple[str, ...], tuple[Any, Any]] = {}
@@ -136,10 +161,11 @@ class RayBuilder(Builder):
             if key not in refs:
                 refs[key] = _build_task.remote(type_path(cls), inp.to_json(),
                                                self.compile_timeout)
+        _wait_all([ref for pair in refs.values() for ref in pair], self.watch)
         builds: dict[tuple[str, ...], BuildResult] = {}
         for key, (meta_ref, library_ref) in refs.items():
             try:
-                builds[key] = BuildResult.from_metadata(ray.get(meta_ref), library_ref)
+                builds[key] = BuildResult.from_metadata(ray.get(meta_ref), ray.get(library_ref))
             except ray.exceptions.RayError as err:
                 builds[key] = BuildResult(ErrorKind.DEVICE_LOST,
                                           f"the build worker was lost: {err}")
@@ -159,9 +185,10 @@ class RayRunner(Runner):
     """
 
     def __init__(self, settings: MeasureSettings, device_types: Mapping[str, type[Device]],
-                 device_start_timeout: float = 60.0,
+                 watch: HeadWatch, device_start_timeout: float = 60.0,
                  device_grace_s: float = UNRESPONSIVE_GRACE_S):
         self.settings = settings
+        self.watch = watch
         self.device_types = dict(device_types)
         self.device_start_timeout = device_start_timeout
         self.device_grace_s = device_grace_s
@@ -174,6 +201,7 @@ class RayRunner(Runner):
     def _discover(self, kinds: set[str], targets: list[str]) -> dict[str, list[_Device]]:
         """Start an actor for every device of ``kinds`` in the cluster that has none, ask
         every actor whether it is alive and which targets it serves; drop the others."""
+        self.watch.require()  # ray.nodes() would hang for a minute on a dead head
         for node in ray.nodes():
             if not node.get("Alive"):
                 continue
@@ -254,9 +282,10 @@ class RayRunner(Runner):
             if not running:
                 return
             first = min(deadline for _, _, deadline in running.values())
-            ready, _ = ray.wait(list(running), num_returns=1, timeout=None if first == math.inf
-                                else max(0.0, first - time.monotonic()))
+            ready, _ = ray.wait(list(running), num_returns=1, timeout=min(
+                self.watch.interval_s, max(0.0, first - time.monotonic())))
             if not ready:
+                self.watch.check()
                 for ref, (n, dev, deadline) in list(running.items()):
                     if deadline <= time.monotonic():
                         ray.kill(dev.handle, no_restart=True)  # its run now fails: retried
@@ -287,7 +316,11 @@ class RayRunner(Runner):
                                                    settings=self.settings.timing()))
 
     def close(self) -> None:
-        """Close the device actors (their processes and files), then end them."""
+        """Close the device actors (their processes and files), then end them; with the
+        head gone, they end with their nodes (asking would hang)."""
+        if not self.watch.answers():
+            self._devices.clear()
+            return
         closing = [dev.handle.close.remote() for dev in self._devices.values()]
         ray.wait(closing, num_returns=len(closing), timeout=10)
         for key in list(self._devices):
@@ -297,8 +330,10 @@ class RayRunner(Runner):
 class RayPool(MeasurePool):
     """Measures across a Ray cluster: a :class:`RayBuilder` and a :class:`RayRunner`.
 
-    ``address``: the cluster to join (see :func:`ray_address`); a Ray runtime this process
-    already has is used as it is (and left running on ``close``). ``device_types`` maps a
+    ``address``: the cluster to join (see :func:`ray_address`), checked first
+    (:func:`~workers.ray_access.check_ray_head`: a ``RayAccessError`` when it cannot be
+    joined); a Ray runtime this process already has is used as it is (and left running on
+    ``close``). ``device_types`` maps a
     target kind to its device class (default: the registry). ``device_start_timeout`` and
     ``device_grace_s``: see :class:`RayRunner`.
     """
@@ -313,11 +348,19 @@ class RayPool(MeasurePool):
         if self._owns_ray:
             address = ray_address(address)
             if address:
-                ray.init(address=address)
+                check_ray_head(address).apply()  # one clear line if it cannot be joined
+                require_ray_node(address)  # else Ray looks for one for a minute
+                ray.init(address=address, logging_level=logging.WARNING)
+                node_ip = _node_ip()
+                if not is_local_address(node_ip):  # a node of another host (shared /proc)
+                    ray.shutdown()
+                    raise not_a_node_error(address, node_ip)
             else:
-                ray.init(resources=local_resources(), include_dashboard=False)
-        super().__init__(RayBuilder(settings.compile_timeout, device_types),
-                         RayRunner(settings, device_types, device_start_timeout,
+                ray.init(resources=local_resources(), include_dashboard=False,
+                         logging_level=logging.WARNING)
+        watch = HeadWatch(ray.get_runtime_context().gcs_address)
+        super().__init__(RayBuilder(settings.compile_timeout, device_types, watch),
+                         RayRunner(settings, device_types, watch, device_start_timeout,
                                    device_grace_s))
 
     @property

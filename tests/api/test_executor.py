@@ -14,7 +14,14 @@ from api.events import EventHub
 from api.executor import JobExecutor
 from db import Database
 from tuner import FairLock, SharedPool, submit_job
-from workers import MeasureInput, MeasureResult, MeasureSettings, Pool, ResultCallback
+from workers import (
+    ClusterLostError,
+    MeasureInput,
+    MeasureResult,
+    MeasureSettings,
+    Pool,
+    ResultCallback,
+)
 
 FAST_JOB = {
     "workloads": [{"op": "matmul", "params": {"M": 16, "N": 16, "K": 16}}],
@@ -141,3 +148,41 @@ def test_a_job_cancelled_before_it_starts_is_not_run(tmp_path: Path) -> None:
         executor.stop()
     assert executor.active == 0 and log == []
     assert db.jobs.get(job_id).status == "cancelled"
+
+
+def test_a_lost_cluster_fails_its_job_clearly_and_the_next_job_joins_afresh(
+        tmp_path: Path) -> None:
+    db = Database(f"sqlite:///{tmp_path / 'exec.db'}")
+    pools: list[Pool] = []
+    closed: list[Pool] = []
+
+    class LostClusterPool(FakePool):
+        def measure(self, inputs: Sequence[MeasureInput],
+                    callback: ResultCallback | None = None) -> list[MeasureResult]:
+            raise ClusterLostError("the Ray head at 10.0.0.5:6379 stopped answering")
+
+        def close(self) -> None:
+            closed.append(self)
+
+    def factory(settings: MeasureSettings) -> Pool:
+        pools.append((LostClusterPool if not pools else FakePool)(settings, []))
+        return pools[-1]
+
+    executor = JobExecutor(db, SharedPool(factory), EventHub(), 1)
+    executor.start()
+    try:
+        first = submit_job(db, FAST_JOB).id
+        executor.submit(first)
+        _wait_for(db, [first])
+        second = submit_job(db, {**FAST_JOB, "seed": 1}).id
+        executor.submit(second)
+        _wait_for(db, [second])
+    finally:
+        executor.stop()
+    lost = db.jobs.get(first)
+    assert lost.status == "failed"
+    assert lost.error == ("measurement cluster lost: the Ray head at 10.0.0.5:6379 stopped "
+                          "answering")
+    assert closed == [pools[0]] and len(pools) == 2  # dropped, then made again
+    assert db.jobs.get(second).status == "succeeded"
+    db.close()
