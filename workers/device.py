@@ -22,10 +22,9 @@ from .measure import ErrorKind, MeasureInput, MeasureResult, MeasureSettings
 @dataclass
 class BuildResult:
     """A built candidate, or why it could not be built. ``library`` is the compiled
-    artefact as bytes (or, from a builder that leaves it where it was built, a handle its
-    pool's runner resolves: a Ray object reference in the Ray pool) and
-    ``signature`` what the device needs to call it (``KernelSignature.to_json()`` for the
-    CPU); ``compiler`` and ``flags`` go into the result's provenance."""
+    artefact as bytes and ``signature`` what the device needs to call it
+    (``KernelSignature.to_json()`` for the CPU); ``compiler`` and ``flags`` go into the
+    result's provenance."""
 
     error_kind: ErrorKind = ErrorKind.NONE
     error_msg: str = ""
