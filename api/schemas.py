@@ -72,6 +72,7 @@ class JobCreated(BaseModel):
 class TaskView(BaseModel):
     workload_key: str
     name: str
+    title: str = Field(description="readable: the operator and its non-default parameters")
     workload: dict[str, Any]
     weight: float
     flops: float
@@ -85,6 +86,28 @@ class TaskView(BaseModel):
     curve: list[list[float | None]] = Field(
         description="[trials, best latency in s] points (null: no valid program yet)")
     error: str = Field("", description="why the task cannot run (state 'invalid')")
+
+
+class TrialView(BaseModel):
+    n: int = Field(description="the task's trial count after this measurement")
+    latency_s: float | None = Field(description="median seconds per call; null: it failed")
+    error_kind: str
+    error: str = Field(description="the failure's message, cut to 200 characters")
+    reconfirm: bool = Field(description="a final re-measurement of a best program")
+    disturbed: bool = Field(description="the machine's other work slowed it (see README)")
+
+
+class TaskTrials(BaseModel):
+    workload_key: str
+    title: str
+    flops: float
+    trials: list[TrialView]
+
+
+class JobTrials(BaseModel):
+    job_id: str
+    status: str
+    tasks: list[TaskTrials]
 
 
 class JobView(BaseModel):

@@ -36,10 +36,34 @@ def _pending_tasks(spec: dict[str, Any]) -> list[dict[str, Any]]:
     return list(tasks.values())
 
 
+_TITLES: dict[str, str] = {}
+_MAX_TITLES = 4096
+
+
+def workload_title(key: str, workload: dict[str, Any]) -> str:
+    """``Workload.title()`` of a task's workload (remembered by key: a DAG is costly to
+    parse, and job lists show the same tasks again and again)."""
+    title = _TITLES.get(key)
+    if title is None:
+        try:
+            title = Workload.from_json(workload).title()
+        except (ValueError, TypeError, KeyError, RecursionError):
+            title = f"invalid workload {key[:8]}"
+        if len(_TITLES) >= _MAX_TITLES:
+            _TITLES.clear()
+        _TITLES[key] = title
+    return title
+
+
+def _with_titles(tasks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{**task, "title": workload_title(task["workload_key"], task["workload"])
+             if task.get("workload") else task["name"]} for task in tasks]
+
+
 def job_view(job: Job, *, with_spec: bool = False, with_curves: bool = True) -> dict[str, Any]:
     """A job as ``schemas.JobView``."""
     progress = job.progress
-    tasks = progress.get("tasks") or _pending_tasks(job.spec)
+    tasks = _with_titles(progress.get("tasks") or _pending_tasks(job.spec))
     if not with_curves:
         tasks = [{**task, "curve": []} for task in tasks]
     view: dict[str, Any] = {
@@ -69,3 +93,26 @@ def best_entry(record: Record) -> dict[str, Any]:
         "device_model": record.device_model, "toolchain": record.toolchain,
         "target": record.target, "job_id": record.job_id,
     }
+
+
+def trials_view(job: Job, records: list[Record]) -> dict[str, Any]:
+    """Every measurement of a job, per task in the job's order, as ``schemas.JobTrials``:
+    trial ``n`` is the task's n-th measured candidate; a re-measurement of a best program
+    at the end (``reconfirm``) carries the count of trials before it."""
+    tasks = _with_titles(job.progress.get("tasks") or _pending_tasks(job.spec))
+    trials: dict[str, list[dict[str, Any]]] = {t["workload_key"]: [] for t in tasks}
+    counts: dict[str, int] = dict.fromkeys(trials, 0)
+    for record in records:
+        if record.workload_key not in trials:
+            continue
+        reconfirm = bool(record.measure.get("origin", {}).get("reconfirm"))
+        if not reconfirm:
+            counts[record.workload_key] += 1
+        trials[record.workload_key].append({
+            "n": counts[record.workload_key], "latency_s": record.median_cost,
+            "error_kind": record.error_kind, "error": record.error_msg[:200],
+            "reconfirm": reconfirm, "disturbed": bool(record.measure.get("disturbed")),
+        })
+    return {"job_id": job.id, "status": job.status, "tasks": [
+        {"workload_key": t["workload_key"], "title": t["title"], "flops": t["flops"],
+         "trials": trials[t["workload_key"]]} for t in tasks]}

@@ -159,6 +159,21 @@ class Workload:
     def describe(self) -> str:
         return json.dumps(self.to_json(), sort_keys=True)
 
+    def title(self) -> str:
+        """A short readable name: the operator and the parameters that differ from its
+        defaults (``conv2d_nchw N=1 C=64 H=56 W=56 K=64 R=3 S=3 padding=1``); a DAG's
+        name."""
+        if self.op_name is None:
+            return f"{self.name} (computation {self.key[:8]})"
+        spec = get_op(self.op_name)
+        shown = []
+        for param in spec.params:
+            value = self.params[param.name]
+            if param.required or value != param.canonical(param.default):
+                text = ",".join(map(str, value)) if isinstance(value, list) else str(value)
+                shown.append(f"{param.name}={text.lower() if isinstance(value, bool) else text}")
+        return " ".join([self.op_name, *shown])
+
 
 def _placeholders(outputs: list[Tensor]) -> list[Tensor]:
     return [op.output for op in post_order(outputs) if isinstance(op, PlaceholderOp)]

@@ -88,6 +88,10 @@ class Client:
         """Status, spec and per workload progress, best so far and curve."""
         return self._json("GET", f"/v1/jobs/{job_id}")
 
+    def trials(self, job_id: str) -> dict[str, Any]:
+        """Every measured trial of a job, per workload (latency or error kind)."""
+        return self._json("GET", f"/v1/jobs/{job_id}/trials")
+
     def jobs(self, *, status: str | None = None, owner: str | None = None, limit: int = 50,
              offset: int = 0) -> list[dict[str, Any]]:
         params = self._params(status=status, owner=owner, limit=limit, offset=offset)

@@ -16,11 +16,18 @@ from tuner import JobSpec, SpecError, cancel_job, submit_job
 
 from ..auth import AuthError, Principal
 from ..deps import get_state, reader, submitter
-from ..schemas import MODEL_UPLOAD_DOC, JobCreated, JobList, JobRequest, JobView
+from ..schemas import (
+    MODEL_UPLOAD_DOC,
+    JobCreated,
+    JobList,
+    JobRequest,
+    JobTrials,
+    JobView,
+)
 from ..state import ServiceState
 from ..strict import StrictRoute
 from ..submissions import spec_digest
-from ..views import job_view
+from ..views import job_view, trials_view
 from .responses import errors
 
 router = APIRouter(route_class=StrictRoute, prefix="/v1/jobs", tags=["jobs"])
@@ -121,6 +128,15 @@ def get_job(job_id: str, request: Request, _: Principal = reader) -> dict[str, A
     """A job: status, and per workload its key, progress, best so far, error counts and
     best-so-far curve."""
     return job_view(get_state(request).db.jobs.get(job_id), with_spec=True)
+
+
+@router.get("/{job_id}/trials", response_model=JobTrials, responses=errors(404))
+def get_trials(job_id: str, request: Request, _: Principal = reader) -> dict[str, Any]:
+    """Every measured trial of a job, per workload, in measurement order: latency or
+    error kind, and whether it re-measured a best program (``reconfirm``)."""
+    db = get_state(request).db
+    job = db.jobs.get(job_id)
+    return trials_view(job, db.query_records(job_id=job_id, order="id", limit=None))
 
 
 @router.delete("/{job_id}", response_model=JobView, responses=errors(404, 409))

@@ -1,8 +1,11 @@
-// tensortune dashboard: polls GET /v1/jobs and GET /v1/jobs/{id} and draws each workload's
-// best-so-far curve (GFLOP/s or latency against trials) as an inline SVG; for a model's
-// job, first the model's estimated end-to-end latency (weighted sum of its tasks' best).
-// The token comes from the page's #token=... fragment, else the one typed in (kept in
-// localStorage); ?job=ID selects a job.
+// tensortune dashboard: the jobs (GET /v1/jobs), and for the selected job each workload's
+// trials (GET /v1/jobs/{id}/trials): every measured candidate a point, failures marked by
+// error kind below the plot, the best-so-far as a step line, the final re-measurement of
+// the best as a diamond; GFLOP/s or latency, linear or log scale. For a model's job, first
+// the model's estimated end-to-end latency (weighted sum of its tasks' best). A running job
+// is followed over its event stream; otherwise the page polls. The token comes from the
+// page's #token=... fragment, else the one typed in (kept in localStorage); ?job=ID selects
+// a job.
 "use strict";
 
 const CURVE_COLOR = "#1f77b4";
@@ -90,60 +93,128 @@ function modelTask(job) {
   };
 }
 
-function chart(task, metric) {
-  const points = task.curve
-    .filter(([, latency]) => latency !== null && isFinite(latency) && latency > 0)
-    .map(([trials, latency]) => [trials, metric === "gflops"
-      ? (task.flops || 0) / latency / 1e9 : latency * 1e3]);
+const ERROR_COLORS = {
+  compile_error: "#d62728", runtime_error: "#9467bd", run_timeout: "#ff7f0e",
+  wrong_answer: "#8c564b", invalid_schedule: "#e377c2", device_lost: "#7f7f7f",
+};
+const TRIAL_COLOR = "#9ecae1", RECONFIRM_COLOR = "#2ca02c";
+
+function metricOf(task, latency, metric) {
+  return metric === "gflops" ? (task.flops || 0) / latency / 1e9 : latency * 1e3;
+}
+
+// Best-so-far after each measured trial (re-measurements of the best are not trials).
+function bestSoFar(task, trials, metric) {
+  const points = [];
+  let best = Infinity;
+  for (const t of trials) {
+    if (t.reconfirm || t.latency_s === null || !(t.latency_s > 0)) continue;
+    if (t.latency_s < best) {
+      best = t.latency_s;
+      points.push([t.n, metricOf(task, best, metric)]);
+    }
+  }
+  return points;
+}
+
+function chart(task, metric, trials, logScale) {
   const box = el("div", { class: "chart" });
   const best = metric === "gflops"
     ? (task.best_gflops !== null ? task.best_gflops.toFixed(2) + " GFLOP/s" : "-")
     : (task.best_latency_s !== null ? (task.best_latency_s * 1e3).toFixed(4) + " ms" : "-");
-  box.append(el("h3", {}, `${task.name}  —  ${task.state}, ${task.trials} trials, best ${best}`));
-  const root = svg("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`,
+  box.append(el("h3", {}, `${task.title || task.name}  —  ${task.state}, ${task.trials} ` +
+                          `trials, best ${best}${task.confirmed ? " (confirmed)" : ""}`));
+  const valid = trials ? trials.filter(t => t.latency_s !== null && t.latency_s > 0) : [];
+  const failed = trials ? trials.filter(t => t.error_kind !== "none") : [];
+  const curve = trials ? bestSoFar(task, trials, metric) : task.curve
+    .filter(([, latency]) => latency !== null && isFinite(latency) && latency > 0)
+    .map(([n, latency]) => [n, metricOf(task, latency, metric)]);
+  const values = [...curve.map(p => p[1]), ...valid.map(t => metricOf(task, t.latency_s, metric))];
+  const root = svg("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img",
+                            "aria-label": `${task.title || task.name}: ${metric} by trial`,
                             "data-workload-key": task.workload_key, class: "curve-chart" });
   root.append(svg("rect", { x: 0, y: 0, width: W, height: H, fill: "#ffffff" }));
-  const xMax = Math.max(1, ...points.map(p => p[0]));
-  const ys = points.map(p => p[1]);
-  const yLo = ys.length ? Math.min(...ys) * 0.95 : 0, yHi = ys.length ? Math.max(...ys) * 1.05 : 1;
+  const xMax = Math.max(1, ...curve.map(p => p[0]), ...(trials || []).map(t => t.n));
+  const log = logScale && values.length > 0;
+  const f = v => (log ? Math.log10(v) : v);
+  const fs = values.map(f);
+  let yLo = fs.length ? Math.min(...fs) : 0, yHi = fs.length ? Math.max(...fs) : 1;
+  const margin = (yHi - yLo) * 0.05 || Math.abs(yHi) * 0.05 || 1;
+  yLo -= margin; yHi += margin;
+  const plotBottom = H - PAD.bottom - (failed.length ? 14 : 0);  // a band below for failures
   const x = t => PAD.left + (t / xMax) * (W - PAD.left - PAD.right);
-  const y = v => H - PAD.bottom - ((v - yLo) / ((yHi - yLo) || 1)) * (H - PAD.top - PAD.bottom);
+  const y = v => plotBottom - ((f(v) - yLo) / ((yHi - yLo) || 1)) * (plotBottom - PAD.top);
   for (const t of niceTicks(0, xMax, 8)) {
     root.append(svg("line", { x1: x(t), x2: x(t), y1: PAD.top, y2: H - PAD.bottom, stroke: "#eee" }));
     root.append(svg("text", { x: x(t), y: H - PAD.bottom + 16, "text-anchor": "middle",
                               "font-size": 11, fill: "#555" }, String(t)));
   }
-  for (const v of niceTicks(yLo, yHi, 5)) {
+  for (const tick of niceTicks(yLo, yHi, 5)) {
+    const v = log ? Math.pow(10, tick) : tick;
     root.append(svg("line", { x1: PAD.left, x2: W - PAD.right, y1: y(v), y2: y(v), stroke: "#eee" }));
     root.append(svg("text", { x: PAD.left - 6, y: y(v) + 4, "text-anchor": "end",
-                              "font-size": 11, fill: "#555" }, Number(v.toPrecision(4)).toString()));
+                              "font-size": 11, fill: "#555" }, Number(v.toPrecision(3)).toString()));
   }
   root.append(svg("text", { x: (W + PAD.left) / 2, y: H - 6, "text-anchor": "middle",
                             "font-size": 12, fill: "#333" }, "trials"));
+  const unit = metric === "gflops" ? "GFLOP/s" : "latency (ms)";
   root.append(svg("text", { x: 14, y: H / 2, "font-size": 12, fill: "#333",
                             transform: `rotate(-90 14 ${H / 2})`, "text-anchor": "middle" },
-                  metric === "gflops" ? "best GFLOP/s" : "best latency (ms)"));
-  if (points.length) {
+                  (trials ? unit : "best " + unit) + (log ? ", log scale" : "")));
+  for (const t of valid.filter(t => !t.reconfirm)) {
+    const v = metricOf(task, t.latency_s, metric);
+    const dot = svg("circle", { cx: x(t.n), cy: y(v), r: 2.5, fill: TRIAL_COLOR, class: "trial",
+                                "data-n": t.n });
+    dot.append(svg("title", {}, `trial ${t.n}: ${(t.latency_s * 1e3).toPrecision(4)} ms` +
+                                (t.disturbed ? " (disturbed)" : "")));
+    root.append(dot);
+  }
+  for (const t of failed) {
+    const cx = x(t.n), cy = H - PAD.bottom - 6;
+    const mark = svg("path", { d: `M${cx - 3},${cy - 3}L${cx + 3},${cy + 3}M${cx - 3},${cy + 3}` +
+                                  `L${cx + 3},${cy - 3}`, stroke: ERROR_COLORS[t.error_kind] || "#d62728",
+                               "stroke-width": 2, class: "trial-error",
+                               "data-error-kind": t.error_kind });
+    mark.append(svg("title", {}, `trial ${t.n}: ${t.error_kind} ${t.error}`));
+    root.append(mark);
+  }
+  if (curve.length) {
     // best-so-far is a step function: hold each value until the next improvement
     const path = [];
-    points.forEach(([t, v], i) => {
-      if (i > 0) path.push(`${x(t)},${y(points[i - 1][1])}`);
-      path.push(`${x(t)},${y(v)}`);
+    curve.forEach(([n, v], i) => {
+      if (i > 0) path.push(`${x(n)},${y(curve[i - 1][1])}`);
+      path.push(`${x(n)},${y(v)}`);
     });
+    path.push(`${x(xMax)},${y(curve[curve.length - 1][1])}`);
     root.append(svg("polyline", { points: path.join(" "), fill: "none", stroke: CURVE_COLOR,
                                   "stroke-width": 3, class: "curve" }));
-    for (const [t, v] of points) {
-      root.append(svg("circle", { cx: x(t), cy: y(v), r: 3.5, fill: CURVE_COLOR }));
-    }
   } else {
     root.append(svg("text", { x: W / 2, y: H / 2, "text-anchor": "middle", fill: "#999" },
                     "no valid measurement yet"));
   }
+  for (const t of valid.filter(t => t.reconfirm)) {
+    const cx = x(t.n) + 6, cy = y(metricOf(task, t.latency_s, metric));
+    const diamond = svg("path", { d: `M${cx},${cy - 6}L${cx + 6},${cy}L${cx},${cy + 6}L${cx - 6},${cy}Z`,
+                                  fill: "none", stroke: RECONFIRM_COLOR, "stroke-width": 2,
+                                  class: "reconfirm" });
+    diamond.append(svg("title", {}, `re-measured best: ${(t.latency_s * 1e3).toPrecision(4)} ms`));
+    root.append(diamond);
+  }
   box.append(root);
+  if (failed.length) {
+    const counts = {};
+    for (const t of failed) counts[t.error_kind] = (counts[t.error_kind] || 0) + 1;
+    const legend = el("p", { class: "errors" }, "failed: ");
+    for (const [kind, n] of Object.entries(counts)) {
+      legend.append(el("span", { style: `color:${ERROR_COLORS[kind] || "#d62728"}`,
+                                 "data-error-kind": kind }, `✕ ${kind} ${n}  `));
+    }
+    box.append(legend);
+  }
   return box;
 }
 
-function renderJob(job) {
+function renderJob(job, trials) {
   document.getElementById("job-title").textContent = `Job ${job.id}`;
   const summary = document.getElementById("job-summary");
   summary.replaceChildren(
@@ -152,8 +223,11 @@ function renderJob(job) {
   summary.firstChild.append(el("code", {}, job.target));
   if (job.error) summary.append(el("p", { class: "status-failed" }, job.error));
   const charts = document.getElementById("charts");
-  const tasks = job.model ? [modelTask(job), ...job.tasks] : job.tasks;
-  charts.replaceChildren(...tasks.map(task => chart(task, metricSelect.value)));
+  const byKey = Object.fromEntries((trials ? trials.tasks : []).map(t => [t.workload_key, t.trials]));
+  const log = logInput.checked;
+  const drawn = job.tasks.map(task => chart(task, metricSelect.value, byKey[task.workload_key] || [], log));
+  charts.replaceChildren(...(job.model ? [chart(modelTask(job), metricSelect.value, null, log)] : []),
+                         ...drawn);
   document.body.dataset.jobStatus = job.status;
 }
 
@@ -161,7 +235,12 @@ async function refresh() {
   const message = document.getElementById("message");
   try {
     renderJobs((await api("/v1/jobs?limit=50")).jobs);
-    if (selected) renderJob(await api("/v1/jobs/" + encodeURIComponent(selected)));
+    if (selected) {
+      const id = encodeURIComponent(selected);
+      const [job, trials] = await Promise.all([api("/v1/jobs/" + id), api(`/v1/jobs/${id}/trials`)]);
+      renderJob(job, trials);
+      follow(job);
+    }
     message.textContent = "";
     document.body.dataset.ready = "1";
   } catch (err) {
@@ -169,5 +248,41 @@ async function refresh() {
   }
 }
 
+// Live updates: the selected job's event stream (fetch, so that the token goes in a
+// header, not the URL); every event redraws. Without a stream (it dropped, or the job is
+// not running), the page polls.
+let following = null;
+async function follow(job) {
+  if (job.status !== "queued" && job.status !== "running") return;
+  if (following === job.id) return;
+  following = job.id;
+  document.body.dataset.live = "stream";
+  try {
+    const headers = { Accept: "text/event-stream" };
+    const token = tokenInput.value.trim();
+    if (token) headers["Authorization"] = "Bearer " + token;
+    const response = await fetch(job.events_url, { headers });
+    if (!response.ok || !response.body) throw new Error(String(response.status));
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer += value;
+      const events = buffer.split("\n\n");
+      buffer = events.pop();
+      if (events.some(e => e.includes("data:")) && selected === job.id) refresh();
+    }
+  } catch (err) {
+    /* fall back to polling below */
+  } finally {
+    if (following === job.id) following = null;
+    document.body.dataset.live = "poll";
+  }
+}
+
+const logInput = document.getElementById("log-scale");
+logInput.addEventListener("change", () => refresh());
 refresh();
-setInterval(refresh, 1500);
+setInterval(() => { if (following === null) refresh(); }, 1500);
+setInterval(() => { if (following !== null) refresh(); }, 10000);  // the job list

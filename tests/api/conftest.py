@@ -113,6 +113,18 @@ def finished_job(server: Server) -> dict:
         return {"created": created, "events": events, "job": api.job(created["id"])}
 
 
+@pytest.fixture(scope="session")
+def failing_job(server: Server) -> dict:
+    """A tiny job whose every candidate fails (a compile time limit no build meets),
+    followed to its end."""
+    spec = {**TINY_JOB, "measure": {**TINY_JOB["measure"], "compile_timeout": 0.001}}
+    with server.client("submitter") as api:
+        created = api.submit(spec)
+        list(api.events(created["id"], timeout=300))
+        return {"created": created, "job": api.job(created["id"]),
+                "trials": api.trials(created["id"])}
+
+
 #: Job options of a tiny model upload (the small CNN's four tasks, 8 trials).
 MODEL_OPTIONS = {"target": "cpu", "trials": 10, "batch_size": 2, "reconfirm": 1,
                  "cost_model": "random", "measure": {"repeat": 2, "min_repeat_ms": 1}}

@@ -44,6 +44,34 @@ def test_dashboard_lists_jobs_and_draws_the_curve(server: Server, finished_job: 
     assert len(points.split()) >= 3  # a step curve through the batches and reconfirmation
 
 
+def test_every_trial_is_a_point_and_the_remeasured_best_a_diamond(
+        server: Server, finished_job: dict, tmp_path: Path) -> None:
+    job_id = finished_job["created"]["id"]
+    with server.client("reader") as api:
+        [task] = api.trials(job_id)["tasks"]
+    dom = chromium(tmp_path / "profile-trials", "--dump-dom", _page(server, job_id)).stdout
+    assert "matmul M=32 N=32 K=32" in dom  # the readable title, not Workload.op(...)
+    measured = [t for t in task["trials"] if not t["reconfirm"] and t["latency_s"]]
+    assert len(re.findall(r'class="trial"', dom)) == len(measured) > 0
+    assert len(re.findall(r'class="reconfirm"', dom)) == 1
+    assert 'data-live="poll"' in dom or 'data-live' not in dom  # a finished job is not followed
+
+
+def test_failed_candidates_are_marked_by_error_kind(server: Server, failing_job: dict,
+                                                   tmp_path: Path) -> None:
+    [task] = failing_job["trials"]["tasks"]
+    trials = [t for t in task["trials"] if not t["reconfirm"]]  # (a best of another job
+    kinds = {t["error_kind"] for t in trials}                   # may be re-measured too)
+    assert len(trials) == 8 and "none" not in kinds
+    dom = chromium(tmp_path / "profile-errors", "--dump-dom",
+                   _page(server, failing_job["created"]["id"])).stdout
+    marks = re.findall(r'class="trial-error" data-error-kind="([a-z_]+)"', dom)
+    assert len(marks) == 8 and set(marks) == kinds
+    assert "no valid measurement yet" in dom
+    [kind] = kinds
+    assert f"✕ {kind} 8" in dom  # the legend counts them
+
+
 def test_screenshot_shows_the_curve_in_the_chart(server: Server, finished_job: dict,
                                                  tmp_path: Path) -> None:
     shot = tmp_path / "dashboard.png"

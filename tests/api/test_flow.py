@@ -37,6 +37,25 @@ def test_job_runs_to_the_end_with_one_event_per_batch(finished_job: dict) -> Non
     assert job["spec"]["trials"] == 8
 
 
+def test_every_trial_is_listed_with_its_latency_or_error(server: Server,
+                                                        finished_job: dict) -> None:
+    job_id = finished_job["created"]["id"]
+    with server.client("reader") as api:
+        trials = api.trials(job_id)
+    [task] = trials["tasks"]
+    [job_task] = finished_job["job"]["tasks"]
+    assert task["title"] == job_task["title"] == "matmul M=32 N=32 K=32"
+    measured = [t for t in task["trials"] if not t["reconfirm"]]
+    assert [t["n"] for t in measured] == list(range(1, 9))
+    assert all((t["latency_s"] is None) == (t["error_kind"] != "none") for t in measured)
+    again = [t for t in task["trials"] if t["reconfirm"]]
+    assert len(again) == 1 and again[0]["n"] == 8  # the final re-measurement of the best
+    valid = [t["latency_s"] for t in task["trials"] if t["latency_s"] is not None]
+    assert job_task["best_latency_s"] in valid
+    with server.client("reader") as api, pytest.raises(ApiError, match="404"):
+        api.trials("no-such-job")
+
+
 def test_best_query_steps_build_a_correct_kernel(server: Server, finished_job: dict,
                                                  tmp_path) -> None:
     workload = Workload.op("matmul", M=32, N=32, K=32)
