@@ -73,3 +73,15 @@ def test_numpy_baseline_computes_in_the_workloads_dtype_and_agrees_with_the_refe
     assert np.array_equal(baseline, a @ b)  # exactly what numpy gives a float32 user
     dag = Workload.from_tensors(wl.tensors()[-1])
     assert dag.numpy_baseline(dag.random_inputs(0)) is None
+
+
+def test_titles_name_the_operator_and_its_non_default_parameters() -> None:
+    conv = Workload.op("conv2d_nchw", N=1, C=64, H=56, W=56, K=64, R=3, S=3, padding=1)
+    assert conv.title() == "conv2d_nchw N=1 C=64 H=56 W=56 K=64 R=3 S=3 padding=1,1"
+    assert Workload.op("matmul", M=8, N=8, K=8).title() == "matmul M=8 N=8 K=8"
+    assert (Workload.op("matmul", M=8, N=8, K=8, transpose_b=True, dtype="float16").title()
+            == "matmul M=8 N=8 K=8 transpose_b=true dtype=float16")
+    a = te.placeholder((4, 4), name="A")
+    dag = Workload.from_tensors([te.compute((4, 4), lambda i, j: a[i, j] * 2, name="B")],
+                                name="double")
+    assert dag.title() == f"double (computation {dag.key[:8]})"
