@@ -134,6 +134,10 @@ class JobView(BaseModel):
                           "task has no valid program")
     estimate_curve: list[list[float]] = Field(
         default_factory=list, description="[trials, estimated latency in s] after each batch")
+    seconds: dict[str, float] = Field(
+        default_factory=dict, description="where the wall time went: search, measure (of "
+                                          "which build and run, summed over workers), "
+                                          "database, total")
 
 
 class JobList(BaseModel):

@@ -76,6 +76,7 @@ def job_view(job: Job, *, with_spec: bool = False, with_curves: bool = True) -> 
         "model": job.spec.get("model"),
         "estimated_latency_s": progress.get("estimated_latency_s"),
         "estimate_curve": progress.get("estimate_curve", []) if with_curves else [],
+        "seconds": progress.get("seconds", {}),
     }
     if with_spec:
         view["spec"] = job.spec

@@ -53,21 +53,28 @@ function svg(tag, attrs = {}, text = "") {
 
 function renderJobs(jobs) {
   const body = document.getElementById("jobs");
+  const focused = body.contains(document.activeElement) ? document.activeElement.dataset.id : null;
   body.replaceChildren();
   for (const job of jobs) {
-    const row = el("tr", { class: "job" + (job.id === selected ? " selected" : "") });
+    const row = el("tr", { class: "job" + (job.id === selected ? " selected" : ""),
+                           tabindex: "0", "aria-selected": String(job.id === selected) });
     row.dataset.id = job.id;
     row.append(el("td", {}, job.id.slice(0, 8)),
                el("td", { class: "status-" + job.status }, job.status),
                el("td", {}, `${job.trials}/${job.trial_budget}`),
                el("td", {}, job.owner || ""),
                el("td", {}, new Date(job.created_at * 1000).toLocaleTimeString()));
-    row.addEventListener("click", () => {
+    const choose = () => {
       selected = job.id;
       history.replaceState(null, "", "?job=" + job.id + location.hash);
       refresh();
+    };
+    row.addEventListener("click", choose);
+    row.addEventListener("keydown", event => {  // keyboard: Enter or Space selects
+      if (event.key === "Enter" || event.key === " ") { event.preventDefault(); choose(); }
     });
     body.append(row);
+    if (job.id === focused) row.focus();  // redrawing keeps the keyboard's place
   }
 }
 
@@ -214,6 +221,68 @@ function chart(task, metric, trials, logScale) {
   return box;
 }
 
+// The job's spec in a line: what a user chose (or left at the defaults).
+function specLine(spec) {
+  if (!spec) return "";
+  const parts = [`${spec.trials} trials in batches of ${spec.batch_size}`,
+                 `cost model ${spec.cost_model}`, `policy ${spec.policy}`,
+                 `scheduler ${spec.scheduler}`];
+  if (spec.time_budget_s) parts.push(`time budget ${spec.time_budget_s} s`);
+  if (spec.early_stop) parts.push(`early stop after ${spec.early_stop} trials without gain`);
+  return parts.join(" · ");
+}
+
+function timeSplit(seconds) {
+  if (!seconds || !seconds.total) return null;
+  const part = name => `${name} ${seconds[name].toFixed(1)} s`;
+  return el("p", { class: "time-split" },
+            `time ${seconds.total.toFixed(1)} s: ${part("search")}, ${part("measure")} ` +
+            `(build ${seconds.build.toFixed(1)} s, run ${seconds.run.toFixed(1)} s summed over ` +
+            `workers), ${part("database")}`);
+}
+
+// Per task: weight, trials the scheduler gave it, state, best, failures.
+function taskTable(job) {
+  const table = el("table", { class: "tasks" });
+  const head = el("tr");
+  for (const name of ["workload", "weight", "trials", "state", "best", "failed"]) {
+    head.append(el("th", { scope: "col" }, name));
+  }
+  table.append(el("thead"), el("tbody"));
+  table.firstChild.append(head);
+  for (const task of job.tasks) {
+    const failed = Object.entries(task.errors).map(([k, n]) => `${k} ${n}`).join(", ");
+    const best = task.best_latency_s === null ? "-"
+      : `${(task.best_latency_s * 1e3).toPrecision(4)} ms` +
+        (task.best_gflops ? `, ${task.best_gflops.toFixed(1)} GFLOP/s` : "");
+    const row = el("tr", { "data-task-key": task.workload_key });
+    row.append(el("td", {}, task.title || task.name), el("td", {}, String(task.weight)),
+               el("td", {}, String(task.trials)), el("td", {}, task.state),
+               el("td", {}, best), el("td", {}, failed || "none"));
+    table.lastChild.append(row);
+  }
+  return table;
+}
+
+// One example message per error kind, from the job's trials.
+function errorExamples(trials) {
+  const seen = {};
+  for (const task of trials ? trials.tasks : []) {
+    for (const t of task.trials) {
+      if (t.error_kind !== "none" && !(t.error_kind in seen)) seen[t.error_kind] = t.error;
+    }
+  }
+  const kinds = Object.keys(seen);
+  if (!kinds.length) return null;
+  const list = el("ul", { class: "error-examples" });
+  for (const kind of kinds) {
+    const item = el("li", { "data-error-kind": kind });
+    item.append(el("strong", {}, kind + ": "), el("span", {}, seen[kind]));
+    list.append(item);
+  }
+  return list;
+}
+
 function renderJob(job, trials) {
   document.getElementById("job-title").textContent = `Job ${job.id}`;
   const summary = document.getElementById("job-summary");
@@ -222,6 +291,12 @@ function renderJob(job, trials) {
   );
   summary.firstChild.append(el("code", {}, job.target));
   if (job.error) summary.append(el("p", { class: "status-failed" }, job.error));
+  summary.append(el("p", { class: "spec" }, specLine(job.spec)));
+  const split = timeSplit(job.seconds);
+  if (split) summary.append(split);
+  summary.append(taskTable(job));
+  const examples = errorExamples(trials);
+  if (examples) summary.append(el("p", {}, "failures, an example of each kind:"), examples);
   const charts = document.getElementById("charts");
   const byKey = Object.fromEntries((trials ? trials.tasks : []).map(t => [t.workload_key, t.trials]));
   const log = logInput.checked;

@@ -55,6 +55,12 @@ def test_every_trial_is_a_point_and_the_remeasured_best_a_diamond(
     assert len(re.findall(r'class="trial"', dom)) == len(measured) > 0
     assert len(re.findall(r'class="reconfirm"', dom)) == 1
     assert "data-live" not in dom  # a finished job is not followed
+    # the job: its spec, where its time went, and a row per task
+    assert "8 trials in batches of 4 · cost model random" in dom
+    assert re.search(r'class="time-split">time [0-9.]+ s: search [0-9.]+ s, measure', dom)
+    [row] = re.findall(r"<tr data-task-key=\"[0-9a-f]+\">(.*?)</tr>", dom)
+    assert re.findall(r"<td>(.*?)</td>", row)[:4] == ["matmul M=32 N=32 K=32", "1", "8",
+                                                      "done"]
 
 
 def test_failed_candidates_are_marked_by_error_kind(server: Server, failing_job: dict,
@@ -70,6 +76,8 @@ def test_failed_candidates_are_marked_by_error_kind(server: Server, failing_job:
     assert "no valid measurement yet" in dom
     [kind] = kinds
     assert f"✕ {kind} 8" in dom  # the legend counts them
+    example = next(t["error"] for t in trials if t["error_kind"] == kind)
+    assert f'<li data-error-kind="{kind}"><strong>{kind}: </strong><span>{example}' in dom
 
 
 def test_screenshot_shows_the_curve_in_the_chart(server: Server, finished_job: dict,
