@@ -283,6 +283,59 @@ function errorExamples(trials) {
   return list;
 }
 
+// A schedule step as one readable line: ["split", "T", "i", 16] -> "split T i 16".
+function stepLine(step) {
+  return step.map(part => (Array.isArray(part) ? `[${part.join(", ")}]` : String(part))).join(" ");
+}
+
+function shellQuote(text) {
+  return /^[A-Za-z0-9_.,=:\/-]+$/.test(text) ? text : `'${text.replace(/'/g, "'\\''")}'`;
+}
+
+// The command that prints this best program (and its generated C) from the database.
+function bestCommand(task, target) {
+  const workload = task.workload || {};
+  if (!workload.op) return null;  // a computation (DAG) workload has no CLI form
+  const params = Object.entries(workload.params || {})
+    .map(([k, v]) => `-p ${shellQuote(`${k}=${Array.isArray(v) ? v.join(",") : v}`)}`);
+  return ["tensortune best --op", workload.op, ...params, "--target", shellQuote(target),
+          "--source"].join(" ");
+}
+
+// The best program of a task, asked of GET /v1/best when the section is opened.
+function bestProgram(task, job) {
+  const box = el("details", { class: "best-program", "data-task-key": task.workload_key });
+  box.append(el("summary", {}, "best program"));
+  if (params.get("best") === task.workload_key) setTimeout(() => { box.open = true; });
+  box.addEventListener("toggle", async () => {
+    if (!box.open || box.dataset.loaded) return;
+    box.dataset.loaded = "1";
+    try {
+      const query = `workload_key=${encodeURIComponent(task.workload_key)}` +
+                    `&target=${encodeURIComponent(job.target)}`;
+      const [best] = (await api("/v1/best?" + query)).results;
+      const gflops = best.gflops ? `, ${best.gflops.toFixed(1)} GFLOP/s` : "";
+      box.append(el("p", {}, `${(best.latency_s * 1e3).toPrecision(4)} ms${gflops}, measured ` +
+                             `${new Date(best.measured_at * 1000).toLocaleString()} on ` +
+                             `${best.device_model} with ${best.toolchain} (job ` +
+                             `${(best.job_id || "-").slice(0, 8)})`));
+      box.append(el("pre", { class: "steps" }, best.steps.map(stepLine).join("\n")));
+    } catch (err) {
+      box.append(el("p", { class: "status-failed" }, err.message));
+    }
+    const command = bestCommand(task, job.target);
+    if (command) {
+      const line = el("p", {}, "reproduce: ");
+      const code = el("code", { class: "command" }, command);
+      const copy = el("button", { type: "button" }, "copy");
+      copy.addEventListener("click", () => navigator.clipboard.writeText(command));
+      line.append(code, " ", copy);
+      box.append(line);
+    }
+  });
+  return box;
+}
+
 function renderJob(job, trials) {
   document.getElementById("job-title").textContent = `Job ${job.id}`;
   const summary = document.getElementById("job-summary");
@@ -300,7 +353,15 @@ function renderJob(job, trials) {
   const charts = document.getElementById("charts");
   const byKey = Object.fromEntries((trials ? trials.tasks : []).map(t => [t.workload_key, t.trials]));
   const log = logInput.checked;
-  const drawn = job.tasks.map(task => chart(task, metricSelect.value, byKey[task.workload_key] || [], log));
+  const drawn = job.tasks.map(task => {
+    const box = chart(task, metricSelect.value, byKey[task.workload_key] || [], log);
+    const previous = document.querySelector(`details.best-program[data-task-key="${task.workload_key}"]`);
+    if (task.best_latency_s !== null) {
+      // keep an opened section open (and its contents) across redraws
+      box.append(previous && previous.open ? previous : bestProgram(task, job));
+    }
+    return box;
+  });
   charts.replaceChildren(...(job.model ? [chart(modelTask(job), metricSelect.value, null, log)] : []),
                          ...drawn);
   document.body.dataset.jobStatus = job.status;

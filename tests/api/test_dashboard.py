@@ -4,9 +4,12 @@ curve's pixels in the chart area."""
 
 from __future__ import annotations
 
+import json
 import re
+import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -61,6 +64,32 @@ def test_every_trial_is_a_point_and_the_remeasured_best_a_diamond(
     [row] = re.findall(r"<tr data-task-key=\"[0-9a-f]+\">(.*?)</tr>", dom)
     assert re.findall(r"<td>(.*?)</td>", row)[:4] == ["matmul M=32 N=32 K=32", "1", "8",
                                                       "done"]
+
+
+def test_the_best_program_shows_its_steps_and_the_command_that_reproduces_it(
+        server: Server, finished_job: dict, tmp_path: Path) -> None:
+    job = finished_job["job"]
+    [task] = job["tasks"]
+    with server.client("reader") as api:
+        [best] = api.best(task["workload_key"], job["target"])["results"]
+    page = (f"{server.url}/?job={job['id']}&best={task['workload_key']}"
+            f"#token={server.tokens['reader']}")
+    dom = chromium(tmp_path / "profile-best", "--dump-dom", page).stdout
+    [steps] = re.findall(r'<pre class="steps">(.*?)</pre>', dom, re.S)
+    lines = steps.splitlines()
+    assert len(lines) == len(best["steps"])
+    assert lines[0] == " ".join(str(part) for part in best["steps"][0])  # e.g. split T i 16
+    [command] = re.findall(r'<code class="command">(.*?)</code>', dom)
+    assert command == ("tensortune best --op matmul -p K=32 -p M=32 -p N=32 -p dtype=float32 "
+                       f"-p transpose_a=false -p transpose_b=false --target '{job['target']}' "
+                       "--source")
+    assert f"{best['latency_s'] * 1e3:.4g}"[:4] in dom
+    # the command does what it says: the same program, from the server's database
+    argv = [sys.executable, "-m", "tuner", *shlex.split(command)[1:], "--db", server.db_url,
+            "--json"]
+    printed = json.loads(subprocess.run(argv, capture_output=True, text=True,
+                                        check=True).stdout)
+    assert printed["steps"] == best["steps"] and "source" in printed
 
 
 def test_failed_candidates_are_marked_by_error_kind(server: Server, failing_job: dict,
