@@ -104,7 +104,7 @@ const ERROR_COLORS = {
   compile_error: "#d62728", runtime_error: "#9467bd", run_timeout: "#ff7f0e",
   wrong_answer: "#8c564b", invalid_schedule: "#e377c2", device_lost: "#7f7f7f",
 };
-const TRIAL_COLOR = "#9ecae1", RECONFIRM_COLOR = "#2ca02c";
+const TRIAL_COLOR = "#9ecae1", RECONFIRM_COLOR = "#2ca02c", COMPARE_COLOR = "#ff7f0e";
 
 function metricOf(task, latency, metric) {
   return metric === "gflops" ? (task.flops || 0) / latency / 1e9 : latency * 1e3;
@@ -124,7 +124,7 @@ function bestSoFar(task, trials, metric) {
   return points;
 }
 
-function chart(task, metric, trials, logScale) {
+function chart(task, metric, trials, logScale, other = null) {
   const box = el("div", { class: "chart" });
   const best = metric === "gflops"
     ? (task.best_gflops !== null ? task.best_gflops.toFixed(2) + " GFLOP/s" : "-")
@@ -136,12 +136,15 @@ function chart(task, metric, trials, logScale) {
   const curve = trials ? bestSoFar(task, trials, metric) : task.curve
     .filter(([, latency]) => latency !== null && isFinite(latency) && latency > 0)
     .map(([n, latency]) => [n, metricOf(task, latency, metric)]);
-  const values = [...curve.map(p => p[1]), ...valid.map(t => metricOf(task, t.latency_s, metric))];
+  const otherCurve = other ? bestSoFar(task, other.trials, metric) : [];
+  const values = [...curve.map(p => p[1]), ...otherCurve.map(p => p[1]),
+                  ...valid.map(t => metricOf(task, t.latency_s, metric))];
   const root = svg("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img",
                             "aria-label": `${task.title || task.name}: ${metric} by trial`,
                             "data-workload-key": task.workload_key, class: "curve-chart" });
   root.append(svg("rect", { x: 0, y: 0, width: W, height: H, fill: "#ffffff" }));
-  const xMax = Math.max(1, ...curve.map(p => p[0]), ...(trials || []).map(t => t.n));
+  const xMax = Math.max(1, ...curve.map(p => p[0]), ...(trials || []).map(t => t.n),
+                        ...(other ? other.trials.map(t => t.n) : []));
   const log = logScale && values.length > 0;
   const f = v => (log ? Math.log10(v) : v);
   const fs = values.map(f);
@@ -185,15 +188,23 @@ function chart(task, metric, trials, logScale) {
     mark.append(svg("title", {}, `trial ${t.n}: ${t.error_kind} ${t.error}`));
     root.append(mark);
   }
-  if (curve.length) {
-    // best-so-far is a step function: hold each value until the next improvement
+  // best-so-far is a step function: hold each value until the next improvement
+  const steps = points => {
     const path = [];
-    curve.forEach(([n, v], i) => {
-      if (i > 0) path.push(`${x(n)},${y(curve[i - 1][1])}`);
+    points.forEach(([n, v], i) => {
+      if (i > 0) path.push(`${x(n)},${y(points[i - 1][1])}`);
       path.push(`${x(n)},${y(v)}`);
     });
-    path.push(`${x(xMax)},${y(curve[curve.length - 1][1])}`);
-    root.append(svg("polyline", { points: path.join(" "), fill: "none", stroke: CURVE_COLOR,
+    path.push(`${x(xMax)},${y(points[points.length - 1][1])}`);
+    return path.join(" ");
+  };
+  if (otherCurve.length) {
+    root.append(svg("polyline", { points: steps(otherCurve), fill: "none", stroke: COMPARE_COLOR,
+                                  "stroke-width": 2.5, "stroke-dasharray": "6 4",
+                                  class: "curve-compare" }));
+  }
+  if (curve.length) {
+    root.append(svg("polyline", { points: steps(curve), fill: "none", stroke: CURVE_COLOR,
                                   "stroke-width": 3, class: "curve" }));
   } else {
     root.append(svg("text", { x: W / 2, y: H / 2, "text-anchor": "middle", fill: "#999" },
@@ -208,6 +219,13 @@ function chart(task, metric, trials, logScale) {
     root.append(diamond);
   }
   box.append(root);
+  if (other) {
+    const legend = el("p", { class: "compare-legend" });
+    legend.append(el("span", { style: `color:${CURVE_COLOR}` }, "━ this job   "),
+                  el("span", { style: `color:${COMPARE_COLOR}` }, `╍ ${other.label}` +
+                     (otherCurve.length ? "" : " (no valid measurement of this workload)")));
+    box.append(legend);
+  }
   if (failed.length) {
     const counts = {};
     for (const t of failed) counts[t.error_kind] = (counts[t.error_kind] || 0) + 1;
@@ -336,7 +354,7 @@ function bestProgram(task, job) {
   return box;
 }
 
-function renderJob(job, trials) {
+function renderJob(job, trials, compared = null) {
   document.getElementById("job-title").textContent = `Job ${job.id}`;
   const summary = document.getElementById("job-summary");
   summary.replaceChildren(
@@ -354,7 +372,9 @@ function renderJob(job, trials) {
   const byKey = Object.fromEntries((trials ? trials.tasks : []).map(t => [t.workload_key, t.trials]));
   const log = logInput.checked;
   const drawn = job.tasks.map(task => {
-    const box = chart(task, metricSelect.value, byKey[task.workload_key] || [], log);
+    const other = compared && compared.byKey[task.workload_key]
+      ? { label: compared.label, trials: compared.byKey[task.workload_key] } : null;
+    const box = chart(task, metricSelect.value, byKey[task.workload_key] || [], log, other);
     const previous = document.querySelector(`details.best-program[data-task-key="${task.workload_key}"]`);
     if (task.best_latency_s !== null) {
       // keep an opened section open (and its contents) across redraws
@@ -367,14 +387,49 @@ function renderJob(job, trials) {
   document.body.dataset.jobStatus = job.status;
 }
 
+// The job to compare with (?compare=ID, or the header's choice): its trials per workload.
+let compareWith = params.get("compare");
+const compareSelect = document.getElementById("compare");
+compareSelect.addEventListener("change", () => {
+  compareWith = compareSelect.value || null;
+  const query = new URLSearchParams(location.search);
+  if (compareWith) query.set("compare", compareWith); else query.delete("compare");
+  history.replaceState(null, "", "?" + query.toString() + location.hash);
+  refresh();
+});
+
+async function compared() {
+  const id = encodeURIComponent(compareWith);
+  const [job, trials] = await Promise.all([api("/v1/jobs/" + id), api(`/v1/jobs/${id}/trials`)]);
+  const spec = job.spec || {};
+  return {
+    label: `job ${job.id.slice(0, 8)} (${spec.cost_model || "?"} cost model, ${spec.policy || "?"} ` +
+           `policy, ${job.target})`,
+    byKey: Object.fromEntries(trials.tasks.map(t => [t.workload_key, t.trials])),
+  };
+}
+
+function renderCompareChoices(jobs) {
+  if (document.activeElement === compareSelect) return;  // not while someone is choosing
+  const options = [el("option", { value: "" }, "none")];
+  for (const job of jobs) {
+    if (job.id === selected) continue;
+    const attrs = job.id === compareWith ? { value: job.id, selected: "" } : { value: job.id };
+    options.push(el("option", attrs, `${job.id.slice(0, 8)} ${job.status}`));
+  }
+  compareSelect.replaceChildren(...options);
+}
+
 async function refresh() {
   const message = document.getElementById("message");
   try {
-    renderJobs((await api("/v1/jobs?limit=50")).jobs);
+    const jobs = (await api("/v1/jobs?limit=50")).jobs;
+    renderJobs(jobs);
+    renderCompareChoices(jobs);
     if (selected) {
       const id = encodeURIComponent(selected);
       const [job, trials] = await Promise.all([api("/v1/jobs/" + id), api(`/v1/jobs/${id}/trials`)]);
-      renderJob(job, trials);
+      renderJob(job, trials, compareWith && compareWith !== selected ? await compared() : null);
       follow(job);
     }
     message.textContent = "";

@@ -92,6 +92,17 @@ def test_the_best_program_shows_its_steps_and_the_command_that_reproduces_it(
     assert printed["steps"] == best["steps"] and "source" in printed
 
 
+def test_two_jobs_on_one_workload_share_a_chart(server: Server, finished_job: dict,
+                                                 failing_job: dict, tmp_path: Path) -> None:
+    this, other = failing_job["created"]["id"], finished_job["created"]["id"]
+    page = f"{server.url}/?job={this}&compare={other}#token={server.tokens['reader']}"
+    dom = chromium(tmp_path / "profile-compare", "--dump-dom", page).stdout
+    [points] = re.findall(r'<polyline points="([^"]+)"[^>]*class="curve-compare"', dom)
+    assert len(points.split()) >= 2  # the other job's best-so-far, over this job's crosses
+    assert f"╍ job {other[:8]} (random cost model, sketch policy, cpu " in dom
+    assert f'<option value="{other}" selected="">' in dom  # the header shows the choice
+
+
 def test_failed_candidates_are_marked_by_error_kind(server: Server, failing_job: dict,
                                                    tmp_path: Path) -> None:
     [task] = failing_job["trials"]["tasks"]
