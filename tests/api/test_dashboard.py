@@ -10,12 +10,13 @@ import shlex
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 from PIL import Image
 
-from .conftest import Server
+from .conftest import TINY_JOB, Server
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(
@@ -101,6 +102,26 @@ def test_two_jobs_on_one_workload_share_a_chart(server: Server, finished_job: di
     assert len(points.split()) >= 2  # the other job's best-so-far, over this job's crosses
     assert f"╍ job {other[:8]} (random cost model, sketch policy, cpu " in dom
     assert f'<option value="{other}" selected="">' in dom  # the header shows the choice
+
+
+def test_a_running_job_is_followed_and_shows_the_trials_measured_so_far(
+        server: Server, tmp_path: Path) -> None:
+    spec = {**TINY_JOB, "trials": 400, "batch_size": 4,
+            "workloads": [{"op": "matmul", "params": {"M": 48, "N": 48, "K": 48}}]}
+    with server.client("submitter") as api:
+        job_id = api.submit(spec)["id"]
+        try:
+            seen = []
+            for n in range(2):
+                while api.job(job_id)["trials"] < 4 * (1 + 2 * n):  # a batch, then two more
+                    time.sleep(0.1)
+                dom = chromium(tmp_path / f"profile-live{n}", "--dump-dom",
+                               _page(server, job_id)).stdout
+                assert 'data-live="stream"' in dom and 'data-job-status="running"' in dom
+                seen.append(len(re.findall(r'class="(?:trial|trial-error)"', dom)))
+            assert seen[1] > seen[0] >= 4  # later batches appear
+        finally:
+            api.cancel(job_id)
 
 
 def test_failed_candidates_are_marked_by_error_kind(server: Server, failing_job: dict,
