@@ -86,6 +86,10 @@ class TaskView(BaseModel):
     curve: list[list[float | None]] = Field(
         description="[trials, best latency in s] points (null: no valid program yet)")
     error: str = Field("", description="why the task cannot run (state 'invalid')")
+    expected_gain_s: float | None = Field(
+        None, description="the task scheduler's estimate of how much one more round of this "
+                          "task cuts the weighted latency sum (s); null before its first round")
+    chosen_because: str = Field("", description="why the scheduler gave it its last round")
 
 
 class TrialView(BaseModel):

@@ -56,6 +56,8 @@ class TaskProgress:
     disturbed: int = 0  # figures the machine's other work slowed, even re-measured
     max_noise: float = 1.0  # the worst slowdown the interference checks saw
     unconfirmed: str = ""  # why the final re-measurement did not confirm the best
+    expected_gain_s: float | None = None  # the scheduler's estimate of a round's gain
+    chosen_because: str = ""  # why the scheduler gave this task its last round
 
     def observe(self, steps: Steps, cost: float | None, error_kind: str,
                 noise: float = 1.0, disturbed: bool = False) -> None:
@@ -94,6 +96,10 @@ class TaskProgress:
             "curve": [[t, c if math.isfinite(c) else None] for t, c in self.curve],
             "error": self.error, "disturbed": self.disturbed, "max_noise": self.max_noise,
             "unconfirmed": self.unconfirmed,
+            "expected_gain_s": self.expected_gain_s
+            if self.expected_gain_s is not None and math.isfinite(self.expected_gain_s)
+            else None,
+            "chosen_because": self.chosen_because,
         }
 
 

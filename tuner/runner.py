@@ -313,7 +313,10 @@ class JobRunner:
             n = scheduler.next_task()
             if n is None:
                 break
+            for other, gain in zip(self.tasks, scheduler.expected_gains(), strict=True):
+                other.expected_gain_s = gain
             task = self.tasks[n]
+            task.chosen_because = scheduler.reason
             size = min(spec.batch_size, spec.trials - self._trials_done())
             start = time.perf_counter()
             candidates = self.policies[n].propose(size)

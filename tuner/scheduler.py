@@ -45,6 +45,8 @@ class TaskScheduler:
         self.window, self.alpha, self.eps = window, alpha, eps
         self._rng = random.Random(seed)
         self._next = 0
+        self.reason = ""
+        """Why :meth:`next_task` chose its last task, in a few words."""
 
     def record(self, task: int, trials: int, best_latency: float) -> None:
         history = self.tasks[task]
@@ -62,6 +64,7 @@ class TaskScheduler:
         if not active:
             return None
         if self.strategy == "round-robin":
+            self.reason = "round-robin: its turn"
             for offset in range(len(self.tasks)):
                 n = (self._next + offset) % len(self.tasks)
                 if self.tasks[n].active:
@@ -69,10 +72,18 @@ class TaskScheduler:
                     return n
         unexplored = [n for n in active if self.tasks[n].rounds == 0]
         if unexplored:
+            self.reason = "not tried yet: every task gets a first round"
             return unexplored[0]
         if self._rng.random() < self.eps:
+            self.reason = f"exploration: a random task ({self.eps:.0%} of rounds)"
             return self._rng.choice(active)
+        self.reason = "the largest expected gain (weight x recent improvement per round)"
         return max(active, key=self.expected_gain)
+
+    def expected_gains(self) -> list[float | None]:
+        """Each task's :meth:`expected_gain` (None: retired, or not tried yet)."""
+        return [self.expected_gain(n) if t.active and t.rounds else None
+                for n, t in enumerate(self.tasks)]
 
     def expected_gain(self, task: int) -> float:
         """Expected reduction of the weighted latency sum from one more round of ``task``."""

@@ -263,7 +263,8 @@ function timeSplit(seconds) {
 function taskTable(job) {
   const table = el("table", { class: "tasks" });
   const head = el("tr");
-  for (const name of ["workload", "weight", "trials", "state", "best", "failed"]) {
+  for (const name of ["workload", "weight", "trials", "state", "best", "failed",
+                      "expected gain of a round"]) {
     head.append(el("th", { scope: "col" }, name));
   }
   table.append(el("thead"), el("tbody"));
@@ -274,9 +275,13 @@ function taskTable(job) {
       : `${(task.best_latency_s * 1e3).toPrecision(4)} ms` +
         (task.best_gflops ? `, ${task.best_gflops.toFixed(1)} GFLOP/s` : "");
     const row = el("tr", { "data-task-key": task.workload_key });
+    const gain = task.expected_gain_s === null || task.expected_gain_s === undefined ? "-"
+      : `${(task.expected_gain_s * 1e3).toPrecision(3)} ms`;
     row.append(el("td", {}, task.title || task.name), el("td", {}, String(task.weight)),
                el("td", {}, String(task.trials)), el("td", {}, task.state),
-               el("td", {}, best), el("td", {}, failed || "none"));
+               el("td", {}, best), el("td", {}, failed || "none"),
+               el("td", { title: task.chosen_because ? "last round: " + task.chosen_because : "" },
+                  gain));
     table.lastChild.append(row);
   }
   return table;
@@ -366,6 +371,13 @@ function renderJob(job, trials, compared = null) {
   const split = timeSplit(job.seconds);
   if (split) summary.append(split);
   summary.append(taskTable(job));
+  if (job.tasks.length > 1 && job.spec && job.spec.scheduler === "gradient") {
+    summary.append(el("p", { class: "scheduler-note" },
+      "How trials were shared: every task gets a first round; then each round goes to the " +
+      "task whose next round is expected to cut the weighted latency sum most (its weight " +
+      "times its recent improvement per round: the last column), and 5% of rounds to a " +
+      "random task. Hover a task's gain for why it got its last round."));
+  }
   const examples = errorExamples(trials);
   if (examples) summary.append(el("p", {}, "failures, an example of each kind:"), examples);
   const charts = document.getElementById("charts");

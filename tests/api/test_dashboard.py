@@ -65,6 +65,7 @@ def test_every_trial_is_a_point_and_the_remeasured_best_a_diamond(
     [row] = re.findall(r"<tr data-task-key=\"[0-9a-f]+\">(.*?)</tr>", dom)
     assert re.findall(r"<td>(.*?)</td>", row)[:4] == ["matmul M=32 N=32 K=32", "1", "8",
                                                       "done"]
+    assert re.search(r'<td title="last round: [^"]+">[0-9.e+-]+ ms</td>', row)  # the scheduler
 
 
 def test_the_best_program_shows_its_steps_and_the_command_that_reproduces_it(

@@ -47,3 +47,16 @@ def test_no_active_task_ends_the_job_and_unknown_strategies_are_refused():
     assert sched.next_task() is None
     with pytest.raises(ValueError, match="unknown scheduler"):
         TaskScheduler([1.0], "fifo")
+
+
+def test_each_choice_says_why() -> None:
+    scheduler = TaskScheduler([1.0, 1.0], "gradient", eps=0.0)
+    assert scheduler.next_task() == 0 and scheduler.reason.startswith("not tried yet")
+    scheduler.record(0, 4, 2e-3)
+    assert scheduler.next_task() == 1
+    scheduler.record(1, 4, 1e-3)
+    assert scheduler.expected_gains() == [scheduler.expected_gain(0), scheduler.expected_gain(1)]
+    scheduler.next_task()
+    assert scheduler.reason.startswith("the largest expected gain")
+    scheduler.retire(0)
+    assert scheduler.expected_gains()[0] is None

@@ -118,6 +118,11 @@ def test_two_workloads_share_the_budget_and_the_heavier_gets_more(db: Database):
     assert result.task(light).weight == 2.0
     assert result.trials == 20
     assert result.task(heavy).trials > result.task(light).trials
+    # the allocation explains itself: each task's expected gain and why it got its last round
+    stored = db.jobs.get(result.job_id).progress["tasks"]
+    assert all(t["expected_gain_s"] is not None and t["expected_gain_s"] >= 0 for t in stored)
+    assert {t["chosen_because"].split(":")[0].split(" (")[0] for t in stored} <= {
+        "not tried yet", "exploration", "the largest expected gain"}
 
 
 def test_cancel_stops_at_the_batch_boundary_and_resume_goes_on(db: Database):
