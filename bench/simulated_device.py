@@ -9,8 +9,14 @@ import os
 import time
 
 from schedule import Target
-from workers import BuildResult, Device, MeasureInput, MeasureResult, MeasureSettings
-from workers.measure import Provenance
+from workers import (
+    BuildResult,
+    Device,
+    MeasureInput,
+    MeasureResult,
+    MeasureSettings,
+    Provenance,
+)
 
 LATENCY_ENV = "TENSORTUNE_SIM_LATENCY_S"
 """Seconds each candidate takes on the device (read where the device runs)."""

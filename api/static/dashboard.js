@@ -410,9 +410,24 @@ compareSelect.addEventListener("change", () => {
   refresh();
 });
 
+// A job and its trials. A finished job's trials do not change (until it is resumed, which
+// gives it a new finish time), so the page fetches them once, not at every poll.
+const FINISHED = new Set(["succeeded", "failed", "cancelled"]);
+const finishedTrials = new Map();
+async function jobWithTrials(jobId) {
+  const id = encodeURIComponent(jobId);
+  const job = await api("/v1/jobs/" + id);
+  const key = `${job.id}@${job.finished_at}`;
+  let trials = FINISHED.has(job.status) ? finishedTrials.get(key) : undefined;
+  if (!trials) {
+    trials = await api(`/v1/jobs/${id}/trials`);
+    if (FINISHED.has(job.status) && trials.status === job.status) finishedTrials.set(key, trials);
+  }
+  return [job, trials];
+}
+
 async function compared() {
-  const id = encodeURIComponent(compareWith);
-  const [job, trials] = await Promise.all([api("/v1/jobs/" + id), api(`/v1/jobs/${id}/trials`)]);
+  const [job, trials] = await jobWithTrials(compareWith);
   const spec = job.spec || {};
   return {
     label: `job ${job.id.slice(0, 8)} (${spec.cost_model || "?"} cost model, ${spec.policy || "?"} ` +
@@ -439,8 +454,7 @@ async function refresh() {
     renderJobs(jobs);
     renderCompareChoices(jobs);
     if (selected) {
-      const id = encodeURIComponent(selected);
-      const [job, trials] = await Promise.all([api("/v1/jobs/" + id), api(`/v1/jobs/${id}/trials`)]);
+      const [job, trials] = await jobWithTrials(selected);
       renderJob(job, trials, compareWith && compareWith !== selected ? await compared() : null);
       follow(job);
     }
