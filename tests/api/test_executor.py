@@ -125,6 +125,11 @@ def test_events_are_published_per_batch_and_at_the_end(tmp_path: Path) -> None:
     executor.start()
     try:
         _wait_for(db, [job_id])
+        # the job's final status is stored a moment before its thread publishes "done"
+        # and ends: wait for the thread, not only for the database
+        deadline = time.monotonic() + 30
+        while executor.hub.read(job_id, 0)[1] and time.monotonic() < deadline:
+            time.sleep(0.01)
     finally:
         executor.stop()
     events, live = executor.hub.read(job_id, 0)
