@@ -69,6 +69,13 @@ class JobCreated(BaseModel):
     duplicate: bool = Field(False, description="true: an earlier identical submission's job")
 
 
+class BaselineView(BaseModel):
+    latency_s: float | None = Field(description="seconds per call measured on the job's "
+                                                "device (peak: the task's FLOPs at the "
+                                                "target's measured peak); null: not measured")
+    error: str = Field("", description="why it could not be measured")
+
+
 class TaskView(BaseModel):
     workload_key: str
     name: str
@@ -90,6 +97,9 @@ class TaskView(BaseModel):
         None, description="the task scheduler's estimate of how much one more round of this "
                           "task cuts the weighted latency sum (s); null before its first round")
     chosen_because: str = Field("", description="why the scheduler gave it its last round")
+    baselines: dict[str, BaselineView] = Field(
+        default_factory=dict, description="what the job measured the task against on its "
+                                          "device before tuning: numpy, torch, peak")
 
 
 class TrialView(BaseModel):
@@ -188,6 +198,16 @@ class BestEntry(BaseModel):
     toolchain: str
     target: str
     job_id: str | None
+
+
+class BestProgram(BaseModel):
+    workload_key: str
+    target: str
+    record_id: str = Field(description="the measurement whose program this is")
+    latency_s: float | None
+    steps: list[Any]
+    loop_ir: str = Field(description="the program lowered to loops (tensortune's loop IR)")
+    source: str = Field(description="the source generated for the target (C for cpu)")
 
 
 class BestAnswer(BaseModel):

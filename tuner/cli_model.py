@@ -107,7 +107,6 @@ def _cmd_tune_model(args: argparse.Namespace) -> int:
                        **spec_options(args))
     except (CompileError, SpecError, ValueError, OSError) as exc:
         raise _compile_error(exc) from None
-    args.no_compare = True  # a fused task has no numpy counterpart to time
     warning = budget_warning(spec)
     if warning:
         print(f"warning: {warning}", file=sys.stderr)

@@ -16,7 +16,7 @@ from typing import Any
 from db import JobStateError, NotFoundError
 from schedule import Target, Workload, build, make_schedule, ops
 from search import COST_MODELS, POLICIES
-from workers import RAY_ADDRESS_ENV, RayAccessError
+from workers import BASELINES, RAY_ADDRESS_ENV, RayAccessError
 
 from .cli_common import (
     DB_HELP,
@@ -87,31 +87,16 @@ class ProgressBar:
             self.bar.close()
 
 
-def numpy_latency(workload: Workload, budget_s: float = 2.0) -> float | None:
-    """Seconds per call of the workload computed by numpy in its own dtype, measured now
-    (best of a few); None for a workload numpy has no counterpart of."""
-    inputs = workload.random_inputs(0)
-    if workload.numpy_baseline(inputs) is None:  # also the warm-up
-        return None
-    best, spent = math.inf, 0.0
-    for _ in range(5):
-        start = time.perf_counter()
-        workload.numpy_baseline(inputs)
-        elapsed = time.perf_counter() - start
-        best, spent = min(best, elapsed), spent + elapsed
-        if spent > budget_s:
-            break
-    return best
-
-
-def tune_summary(result: TuneResult, compare_numpy: bool) -> dict[str, Any]:
-    """The ``--json`` summary of a finished job (single-workload fields at the top level)."""
+def tune_summary(result: TuneResult) -> dict[str, Any]:
+    """The ``--json`` summary of a finished job (single-workload fields at the top level);
+    ``numpy_latency_s``: the numpy baseline the job measured on its device, if it did."""
     tasks = []
     for task in result.tasks:
         entry = task.to_json()
         entry.pop("curve")
-        if compare_numpy:
-            entry["numpy_latency_s"] = numpy_latency(task.workload)
+        numpy = task.baselines.get("numpy", {}).get("latency_s")
+        if numpy:
+            entry["numpy_latency_s"] = numpy
         tasks.append(entry)
     summary: dict[str, Any] = {"job_id": result.job_id, "status": result.status,
                                "target": result.target, "trials": result.trials,
@@ -142,10 +127,7 @@ def format_summary(summary: dict[str, Any]) -> str:
         lines.append(f"    best {task['best_latency_s'] * 1e3:.4f} ms = "
                      f"{task['best_gflops'] or 0:.1f} GFLOP/s"
                      f"{' (confirmed)' if task['confirmed'] else ''}")
-        if task.get("numpy_latency_s"):
-            lines.append(f"    numpy {task['numpy_latency_s'] * 1e3:.4f} ms (this run): "
-                         f"tuned is {task['numpy_latency_s'] / task['best_latency_s']:.2f}x "
-                         "numpy")
+        lines.extend(_baseline_lines(task))
         if task.get("disturbed"):
             lines.append(f"    the machine was busy: {task['disturbed']} of {task['trials']} "
                          "figures stayed disturbed after re-measuring (slowdown up to "
@@ -166,6 +148,22 @@ def format_summary(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _baseline_lines(task: dict[str, Any]) -> list[str]:
+    """The task's baselines (measured on the job's device) against its best."""
+    lines, best = [], task["best_latency_s"]
+    for name, baseline in task["baselines"].items():
+        latency = baseline.get("latency_s")
+        if not latency:
+            lines.append(f"    {name}: not measured ({baseline.get('error') or 'no figure'})")
+        elif name == "peak":
+            lines.append(f"    {latency / best:.0%} of the target's peak (measured: "
+                         f"{task['flops'] / latency / 1e9:.0f} GFLOP/s)")
+        else:
+            lines.append(f"    {name} {latency * 1e3:.4f} ms (same device): tuned is "
+                         f"{latency / best:.2f}x {name}")
+    return lines
+
+
 def run_with_progress(args: argparse.Namespace, database: Any, job_id: str, spec: JobSpec,
                        resume: bool = False) -> TuneResult:
     bar = ProgressBar(spec.trials, enabled=not args.json and not args.quiet)
@@ -184,7 +182,7 @@ def run_with_progress(args: argparse.Namespace, database: Any, job_id: str, spec
 
 
 def report(args: argparse.Namespace, result: TuneResult) -> int:
-    summary = tune_summary(result, compare_numpy=not args.no_compare)
+    summary = tune_summary(result)
     if args.json:
         _print_json(summary)
     else:
@@ -350,8 +348,6 @@ def add_run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true",
                         help="print a JSON summary at the end instead of text")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
-    parser.add_argument("--no-compare", action="store_true",
-                        help="do not time the numpy reference for comparison")
 
 
 def _add_workload_options(parser: argparse.ArgumentParser) -> None:
@@ -396,6 +392,11 @@ def add_search_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--reconfirm", type=int, default=3, metavar="K",
                       help="re-measure the K best programs at the end (default 3)")
     parser.add_argument("--seed", type=int, default=0, help="random seed of the search")
+    parser.add_argument("--baselines", type=_baselines, default=("numpy", "peak"),
+                        metavar="LIST",
+                        help="what to measure each workload against on the same device "
+                             f"before tuning, comma-separated out of {', '.join(BASELINES)}, "
+                             "or 'none' (default numpy,peak; torch where installed)")
 
 
 def spec_options(args: argparse.Namespace) -> dict[str, Any]:
@@ -403,7 +404,16 @@ def spec_options(args: argparse.Namespace) -> dict[str, Any]:
     return {"batch_size": args.batch_size, "time_budget_s": args.time_budget,
             "early_stop": args.early_stop, "scheduler": args.scheduler,
             "policy": args.policy, "cost_model": args.cost_model,
-            "reconfirm": args.reconfirm, "seed": args.seed}
+            "reconfirm": args.reconfirm, "seed": args.seed, "baselines": args.baselines}
+
+
+def _baselines(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip() and n.strip() != "none")
+    unknown = [n for n in names if n not in BASELINES]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown baseline(s) {', '.join(unknown)}; "
+                                         f"choose out of {', '.join(BASELINES)} or none")
+    return names
 
 
 def add_tuning_commands(commands: Any) -> None:

@@ -131,6 +131,12 @@ class Client:
         params = self._params(workload_key=workload_key, target=target, k=k, fallback=fallback)
         return self._json("GET", "/v1/best", params=params)
 
+    def best_program(self, workload_key: str, target: str) -> dict[str, Any]:
+        """The best program as text: its steps, loop IR and generated source (made in
+        the server's sandbox); ApiError 404 when nothing is known."""
+        return self._json("GET", "/v1/best/program",
+                          params=self._params(workload_key=workload_key, target=target))
+
     def best_batch(self, workload_keys: Sequence[str], target: str, *, k: int = 1,
                    fallback: str | None = None) -> dict[str, Any]:
         """Best schedules of many workloads: ``{"results": {key: ...}, "missing": [...]}``."""

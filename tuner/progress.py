@@ -58,6 +58,9 @@ class TaskProgress:
     unconfirmed: str = ""  # why the final re-measurement did not confirm the best
     expected_gain_s: float | None = None  # the scheduler's estimate of a round's gain
     chosen_because: str = ""  # why the scheduler gave this task its last round
+    #: what the job measured the task against: {"numpy": {"latency_s": s | None,
+    #: "error": why not}, ...}; "peak" is the time of its FLOPs at the target's peak
+    baselines: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def observe(self, steps: Steps, cost: float | None, error_kind: str,
                 noise: float = 1.0, disturbed: bool = False) -> None:
@@ -100,6 +103,7 @@ class TaskProgress:
             if self.expected_gain_s is not None and math.isfinite(self.expected_gain_s)
             else None,
             "chosen_because": self.chosen_because,
+            "baselines": self.baselines,
         }
 
 

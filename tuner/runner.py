@@ -35,7 +35,14 @@ from typing import Any
 from db import Database, DatabaseError, Job, JobStateError, JobTakenOver, Record
 from schedule import Steps
 from search import Candidate, SearchPolicy, SearchTask, make_policy
-from workers import LocalPool, MeasureResult, Pool, RayAccessError
+from workers import (
+    LocalPool,
+    MeasureInput,
+    MeasureInputError,
+    MeasureResult,
+    Pool,
+    RayAccessError,
+)
 
 from .callbacks import MeasureCallback, default_callbacks
 from .progress import TaskProgress, TimeSplit, TuneResult, estimated_latency
@@ -102,6 +109,11 @@ class JobRunner:
         self.estimate_curve = _curve(previous.progress.get("estimate_curve"))
         self.tasks = [TaskProgress(t.workload, t.workload.key, t.weight, t.workload.flops)
                       for t in self.spec.merged_tasks()]  # identical workloads are one task
+        measured = {t.get("workload_key"): t.get("baselines")
+                    for t in previous.progress.get("tasks", []) if isinstance(t, dict)}
+        for task in self.tasks:
+            if isinstance(measured.get(task.key), dict):
+                task.baselines = dict(measured[task.key])
         for n, task in enumerate(self.tasks):
             start = time.perf_counter()
             policy = make_policy(SearchTask(task.workload, self.spec.target), self.spec.policy,
@@ -109,6 +121,39 @@ class JobRunner:
             self.seconds.search += time.perf_counter() - start
             self.policies.append(policy)
             self._warm_start(task, policy)
+
+    def _measure_baselines(self) -> None:
+        """Measure what the tasks are compared with (``spec.baselines``) on the job's
+        devices, once per job (a resumed job keeps its figures); stored in the progress,
+        not as records. The peak is measured once: a rate of the target, not of a task."""
+        wanted = [(n, lib) for n, task in enumerate(self.tasks) for lib in self.spec.baselines
+                  if lib not in task.baselines and (lib == "peak" or task.workload.op_name)]
+        peak = next(((n, lib) for n, lib in wanted if lib == "peak" and self.tasks[n].flops),
+                    None)
+        asked = [(n, lib) for n, lib in wanted if lib != "peak"] + ([peak] if peak else [])
+        if not asked:
+            return
+        start = time.perf_counter()
+        try:
+            results = self.pool.measure([MeasureInput(self.tasks[n].workload, self.spec.target,
+                                                      [], lib) for n, lib in asked])
+        except MeasureInputError as err:  # the pool's devices measure no such baseline
+            log.info("job %s: no baselines: %s", self.job_id, err)
+            return
+        finally:
+            self.seconds.measure += time.perf_counter() - start
+        for (n, lib), result in zip(asked, results, strict=True):
+            entry = {"latency_s": result.median_cost, "error": result.error_msg[:300]}
+            if lib != "peak":
+                self.tasks[n].baselines[lib] = entry
+                continue
+            rate = self.tasks[n].flops / result.median_cost if result.median_cost else None
+            for task in self.tasks:
+                if "peak" not in task.baselines:
+                    task.baselines["peak"] = {
+                        "latency_s": task.flops / rate if rate and task.flops else None,
+                        "error": entry["error"] or ("" if task.flops else "no FLOPs counted")}
+        self.save_progress(force=True)
 
     def _warm_start(self, task: TaskProgress, policy: SearchPolicy) -> None:
         """Learn from this job's own records (a resumed job) and the best records of other
@@ -241,6 +286,7 @@ class JobRunner:
         heartbeat.start()
         try:
             self._prepare(job)
+            self._measure_baselines()
             self._loop(wall)
             self._save_snapshot()
             self._reconfirm()

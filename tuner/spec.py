@@ -14,7 +14,7 @@ from typing import Any
 
 from schedule import Target, Workload
 from search import COST_MODELS, POLICIES, policy_kinds, searchable_kinds
-from workers import MeasureSettings
+from workers import BASELINES, MeasureSettings
 
 from .scheduler import SCHEDULERS
 
@@ -76,7 +76,9 @@ class ModelInfo:
 class JobSpec:
     """Everything a tuning job needs. ``trials`` is the job's total budget of measured
     candidates, shared by its workloads through the task scheduler. ``model``: set when
-    the workloads are a model's tasks (``tensortune tune-model``, a model upload)."""
+    the workloads are a model's tasks (``tensortune tune-model``, a model upload).
+    ``baselines``: what the job measures its tasks against on the same device before
+    tuning (``workers.BASELINES``: numpy, torch, the target's peak)."""
 
     tasks: tuple[TaskSpec, ...]
     target: Target
@@ -91,6 +93,7 @@ class JobSpec:
     seed: int = 0
     measure: MeasureSettings = field(default_factory=lambda: TUNING_MEASURE)
     model: ModelInfo | None = None
+    baselines: tuple[str, ...] = ("numpy", "peak")
 
     def __post_init__(self) -> None:
         if not self.tasks:
@@ -126,6 +129,12 @@ class JobSpec:
                                      ("cost_model", self.cost_model, COST_MODELS)):
             if value not in choices:
                 raise SpecError(f"{name}: unknown {value!r}; one of {', '.join(choices)}")
+        if not isinstance(self.baselines, list | tuple) or any(
+                b not in BASELINES for b in self.baselines) or \
+                len(set(self.baselines)) != len(self.baselines):
+            raise SpecError(f"baselines: a list of distinct names out of "
+                            f"{', '.join(BASELINES)}, got {self.baselines!r}")
+        object.__setattr__(self, "baselines", tuple(self.baselines))
         if target.kind not in policy_kinds(self.policy):
             raise SpecError(f"policy: {self.policy!r} cannot search {target.kind} targets "
                             f"(it searches: {', '.join(policy_kinds(self.policy))})")
@@ -136,6 +145,7 @@ class JobSpec:
         for f in fields(self):
             if f.name not in ("tasks", "measure", "model"):
                 doc[f.name] = getattr(self, f.name)
+        doc["baselines"] = list(self.baselines)
         doc["target"] = str(self.target)
         doc["measure"] = self.measure.to_json()
         if self.model is not None:

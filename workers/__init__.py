@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
+from .baselines import BASELINES
 from .builder import Builder, LocalBuilder
 from .cluster import (
     RAY_ADDRESS_ENV,
@@ -43,10 +44,12 @@ from .measure import (
     Provenance,
 )
 from .pool import LocalPool, MeasurePool, Pool
+from .program_text import ProgramTextError, program_text
 from .runner import BuiltCandidate, LocalRunner, ResultCallback, Runner
 from .sandbox import Outcome, Sandbox, SandboxError
 
 __all__ = [
+    "BASELINES",
     "RAY_ADDRESS_ENV",
     "BuildResult",
     "Builder",
@@ -65,6 +68,7 @@ __all__ = [
     "MeasureSettings",
     "Outcome",
     "Pool",
+    "ProgramTextError",
     "Provenance",
     "RayAccessError",
     "RayPool",
@@ -76,6 +80,7 @@ __all__ = [
     "device_kinds",
     "device_type",
     "node_resources",
+    "program_text",
     "register_device",
     "require_ray_node",
     "unregister_device",

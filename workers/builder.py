@@ -75,10 +75,10 @@ def failed_build_result(build: BuildResult, inp: MeasureInput,
                                                settings=settings.timing()))
 
 
-def build_key(cls: type[Device], inp: MeasureInput) -> tuple[str, str, str, str]:
+def build_key(cls: type[Device], inp: MeasureInput) -> tuple[str, str, str, str, str]:
     """Candidates with equal keys (of a parsed input) are the same program: built once
     per batch."""
-    return type_path(cls), inp.workload.key, str(inp.target), inp.steps.key
+    return type_path(cls), inp.workload.key, str(inp.target), inp.steps.key, inp.library
 
 
 class Builder(ABC):

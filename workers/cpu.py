@@ -40,11 +40,13 @@ from schedule import (
     TensorExprError,
     Workload,
     compile_schedule,
+    compile_source,
     host_cpu_target,
     load_module,
     make_schedule,
 )
 
+from .baselines import BASELINES, peak_source
 from .device import BuildResult, Device, register_device
 from .interference import Window, noise
 from .measure import ErrorKind, MeasureInput, MeasureResult, MeasureSettings, Provenance
@@ -127,6 +129,7 @@ class CpuDevice(Device):
 
     kind = "cpu"
     resource = "cpu-measure"
+    baselines = BASELINES
     #: The sandbox job that computes a workload's reference outputs.
     reference_job: ClassVar[str] = "workers.cpu:reference_outputs"
 
@@ -149,6 +152,12 @@ class CpuDevice(Device):
         signature (JSON) and the target's compiler flags. Raises the schedule layer's
         ``ScheduleError`` / ``TensorExprError`` (invalid schedule), ``CompileTimeout`` or
         ``BuildError``."""
+        if inp.library == "peak":
+            library, _ = compile_source(peak_source(inp.target), inp.target.compiler_flags(),
+                                        compile_timeout)
+            return library.read_bytes(), {"baseline": "peak"}, list(inp.target.compiler_flags())
+        if inp.library:  # a library's own code: nothing to build
+            return b"", {"baseline": inp.library}, []
         s, args = make_schedule(inp.workload, inp.steps)
         artifact = compile_schedule(s, args, inp.target, timeout=compile_timeout)
         return artifact.library.read_bytes(), artifact.signature.to_json(), list(artifact.flags)
@@ -245,6 +254,8 @@ class CpuDevice(Device):
             return MeasureResult(list(costs), kind, message, build.build_s,
                                  time.perf_counter() - start, self.id, time.time(), provenance)
 
+        if inp.library:
+            return self._run_baseline(build, inp, settings, result)
         reference = None
         if settings.check:
             try:
@@ -303,6 +314,57 @@ class CpuDevice(Device):
         if outcome.status == "raised":
             return result(ErrorKind.RUNTIME_ERROR, outcome.message)
         return result(ErrorKind.RUNTIME_ERROR, f"the kernel crashed: {outcome.message}")
+
+    def _run_baseline(self, build: BuildResult, inp: MeasureInput, settings: MeasureSettings,
+                      result: Callable[..., MeasureResult]) -> MeasureResult:
+        """Time a baseline (``workers.baselines``) in a sandbox of its own, ended after."""
+        job = {"workload": inp.workload.to_json(), "seed": settings.seed, "library": inp.library,
+               "cores": inp.target.cores, "check": settings.check and inp.library != "numpy",
+               "number": settings.number, "repeat": settings.repeat,
+               "min_repeat_ms": settings.min_repeat_ms}
+        library = self._library_file(build.library) if inp.library == "peak" else None
+        sandbox = Sandbox()
+        try:
+            if library is not None:
+                job["path"] = str(library)
+            outcome = sandbox.call("workers.baselines:time_peak" if library is not None
+                                   else "workers.baselines:time_library", job,
+                                   start_timeout=settings.load_timeout,
+                                   timeout=settings.run_timeout * (1 + settings.repeat))
+        except SandboxError as err:
+            return result(ErrorKind.DEVICE_LOST, f"{self.id}: {err}")
+        finally:
+            sandbox.close()
+            if library is not None:
+                library.unlink(missing_ok=True)
+        if outcome.status != "ok":
+            kind = ErrorKind.RUN_TIMEOUT if "timeout" in outcome.status \
+                else ErrorKind.RUNTIME_ERROR
+            return result(kind, f"the {inp.library} baseline {outcome.message}")
+        value = outcome.value if isinstance(outcome.value, dict) else {}
+        if "unavailable" in value:
+            return result(ErrorKind.RUNTIME_ERROR, str(value["unavailable"])[:500])
+        if library is not None:  # the peak: the time of the workload's FLOPs at that rate
+            rates = [r for r in value.get("gflops", []) if isinstance(r, float) and r > 0]
+            flops = inp.workload.flops
+            if not rates or not flops:
+                return result(ErrorKind.RUNTIME_ERROR, "the peak measurement gave no rate")
+            return result(ErrorKind.NONE, costs=[flops / (rate * 1e9) for rate in rates])
+        costs, _ = self._timing({**value, "load": 0.0}, settings)
+        if costs is None:
+            return result(ErrorKind.RUNTIME_ERROR, f"the {inp.library} baseline's timing gave "
+                                                   f"no valid costs: {str(value)[:200]}")
+        if outcome.blobs:
+            try:
+                reference = self._reference(inp.workload, settings)
+            except SandboxError as err:
+                return result(ErrorKind.DEVICE_LOST, f"{self.id}: {err}")
+            if isinstance(reference, tuple):
+                return result(ErrorKind.RUNTIME_ERROR, reference[0])
+            mismatch = compare_outputs(outcome.blobs, reference)
+            if mismatch:
+                return result(ErrorKind.WRONG_ANSWER, mismatch, costs)
+        return result(ErrorKind.NONE, costs=costs)
 
     @staticmethod
     def _timing(value: Any, settings: MeasureSettings) -> tuple[list[float] | None, float | None]:

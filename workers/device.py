@@ -56,10 +56,13 @@ class BuildResult:
 class Device(ABC):
     """One device that times candidates (a CPU, a GPU, an FPGA board), owned by a runner
     process. ``kind`` is the target kind it serves; ``resource`` the Ray resource a node
-    advertises per device of this kind. ``node`` labels the Ray node (empty locally)."""
+    advertises per device of this kind. ``node`` labels the Ray node (empty locally).
+    ``baselines``: the measure inputs with a ``library`` (``workers.baselines``) it can
+    time; others are refused before anything runs."""
 
     kind: ClassVar[str]
     resource: ClassVar[str]
+    baselines: ClassVar[tuple[str, ...]] = ()
 
     def __init__(self, node: str = ""):
         self.node = node

@@ -19,6 +19,8 @@ from typing import Any
 
 from schedule import Steps, Target, Workload
 
+from .baselines import BASELINES
+
 
 class MeasureInputError(ValueError):
     """A measure input that cannot be measured at all (malformed, unknown workload or
@@ -58,7 +60,9 @@ def _fields(doc: Any, what: str, required: set[str], optional: set[str] | None =
 
 @dataclass(frozen=True)
 class MeasureInput:
-    """One candidate: a workload, a target and a schedule as steps.
+    """One candidate: a workload, a target and a schedule as steps; or, with ``library``
+    set (one of ``workers.baselines.BASELINES``, no steps), a baseline to compare the
+    candidates with (the workload computed by that library, or the target's peak).
 
     Inside a process these are typed values (``Workload``, ``Target``, ``Steps``), passed
     along without being parsed again. At a boundary an input may be built from their JSON
@@ -69,8 +73,12 @@ class MeasureInput:
     workload: Workload | Mapping[str, Any]
     target: Target | str
     steps: Steps | Sequence[Sequence[Any]]
+    library: str = ""
 
     def __post_init__(self) -> None:
+        if self.library and self.library not in BASELINES:
+            raise MeasureInputError(f"measure input: unknown baseline library "
+                                    f"{self.library!r}; one of {', '.join(BASELINES)}")
         if not isinstance(self.workload, Workload | Mapping):
             raise MeasureInputError("measure input: 'workload' must be a JSON object "
                                     "(Workload.to_json()) or a Workload")
@@ -103,18 +111,23 @@ class MeasureInput:
             return self
         return MeasureInput(Workload.from_json(self.workload)
                             if not isinstance(self.workload, Workload) else self.workload,
-                            Target.parse(self.target), Steps.of(self.steps))
+                            Target.parse(self.target), Steps.of(self.steps), self.library)
 
     def to_json(self) -> dict[str, Any]:
         workload = self.workload
-        return {"workload": workload.to_json() if isinstance(workload, Workload) else workload,
-                "target": str(self.target),
-                "steps": self.steps.to_json() if isinstance(self.steps, Steps) else self.steps}
+        doc = {"workload": workload.to_json() if isinstance(workload, Workload) else workload,
+               "target": str(self.target),
+               "steps": self.steps.to_json() if isinstance(self.steps, Steps) else self.steps}
+        return {**doc, "library": self.library} if self.library else doc
 
     @classmethod
     def from_json(cls, doc: Any) -> MeasureInput:
-        _fields(doc, "measure input", {"workload", "target", "steps"}, error=MeasureInputError)
-        return cls(doc["workload"], doc["target"], doc["steps"])
+        _fields(doc, "measure input", {"workload", "target", "steps"}, {"library"},
+                error=MeasureInputError)
+        library = doc.get("library", "")
+        if not isinstance(library, str):
+            raise MeasureInputError("measure input: 'library' must be a string")
+        return cls(doc["workload"], doc["target"], doc["steps"], library)
 
 
 #: Most extra timings of one disturbed candidate (each within ``run_timeout``).

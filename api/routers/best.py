@@ -3,18 +3,21 @@ whole model. Targets are canonicalised (``cpu`` means this machine's CPU)."""
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from typing import Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, HTTPException, Query, Request
 from fastapi.responses import JSONResponse
 
 from db import MATCH_LEVELS, Database, NotFoundError
 from schedule import Target
 from tuner import SpecError
+from workers import ProgramTextError, program_text
 
 from ..auth import Principal
 from ..deps import get_state, reader
-from ..schemas import BestAnswer, BestBatchAnswer, BestBatchRequest
+from ..schemas import BestAnswer, BestBatchAnswer, BestBatchRequest, BestProgram
 from ..strict import StrictRoute
 from ..views import best_entry
 from .responses import errors
@@ -66,6 +69,53 @@ async def best(request: Request, _: Principal = reader,
                             f"{canonical!r}" + ("" if fallback else
                                                 " (fallback=same_isa widens the search)"))
     return JSONResponse(answer)
+
+
+_PROGRAMS: OrderedDict[str, dict[str, str]] = OrderedDict()  # record id -> its text
+_PROGRAMS_KEPT = 64
+#: Programs lowered at once (each in a sandbox process of its own); more wait their turn.
+_LOWERING = threading.BoundedSemaphore(2)
+_LOWERING_WAIT_S = 30.0
+
+
+def _program_text(record: Any) -> dict[str, str]:
+    """The record's program as text (lowered in a sandbox; remembered by measurement id,
+    since a record never changes). Raises ``ProgramTextError``, or 503 when busy."""
+    text = _PROGRAMS.get(record.measurement_id)
+    if text is None:
+        if not _LOWERING.acquire(timeout=_LOWERING_WAIT_S):
+            raise HTTPException(503, "busy lowering other programs; try again shortly")
+        try:
+            text = program_text(record.workload, record.target, record.steps)
+        finally:
+            _LOWERING.release()
+        _PROGRAMS[record.measurement_id] = text
+        while len(_PROGRAMS) > _PROGRAMS_KEPT:
+            _PROGRAMS.popitem(last=False)
+    return text
+
+
+@router.get("/best/program", response_model=BestProgram, responses=errors(404, 422, 503))
+def best_program(request: Request, _: Principal = reader,
+                 workload_key: str = Query(..., min_length=1, max_length=128),
+                 target: str = Query(..., min_length=1, max_length=512)) -> dict[str, Any]:
+    """The best error-free program of a workload on a target as people read it: its
+    steps, its loop IR and its generated source (made in a sandbox). 404 when nothing is
+    known; 422 when the program cannot be lowered (e.g. a target without code
+    generation)."""
+    canonical = canonical_target(target)
+    result = get_state(request).db.best(workload_key, canonical, 1, fallback=False)
+    if not result.records:
+        raise NotFoundError(f"no error-free record of workload {workload_key} on target "
+                            f"{canonical!r}")
+    record = result.records[0]
+    try:
+        text = _program_text(record)
+    except ProgramTextError as err:
+        raise SpecError(str(err)) from None
+    return {"workload_key": workload_key, "target": canonical,
+            "record_id": record.measurement_id, "latency_s": record.median_cost,
+            "steps": record.steps, **text}
 
 
 @router.post("/best:batch", response_model=BestBatchAnswer, responses=errors(400, 413, 422))

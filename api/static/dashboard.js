@@ -1,9 +1,12 @@
 // tensortune dashboard: the jobs (GET /v1/jobs), and for the selected job each workload's
 // trials (GET /v1/jobs/{id}/trials): every measured candidate a point, failures marked by
 // error kind below the plot, the best-so-far as a step line, the final re-measurement of
-// the best as a diamond; GFLOP/s or latency, linear or log scale. For a model's job, first
-// the model's estimated end-to-end latency (weighted sum of its tasks' best). A running job
-// is followed over its event stream; otherwise the page polls. The token comes from the
+// the best as a diamond, the baselines the job measured on its device (numpy, torch, the
+// target's peak) as dotted lines; GFLOP/s or latency, linear or log scale. The best
+// program opens with its steps, loop IR and generated source (GET /v1/best/program). For a
+// model's job, first the model's estimated end-to-end latency (weighted sum of its tasks'
+// best), and per task its share of the FLOPs and of that estimate. A running job is
+// followed over its event stream; otherwise the page polls. The token comes from the
 // page's #token=... fragment, else the one typed in (kept in localStorage); ?job=ID selects
 // a job.
 "use strict";
@@ -105,6 +108,23 @@ const ERROR_COLORS = {
   wrong_answer: "#8c564b", invalid_schedule: "#e377c2", device_lost: "#7f7f7f",
 };
 const TRIAL_COLOR = "#9ecae1", RECONFIRM_COLOR = "#2ca02c", COMPARE_COLOR = "#ff7f0e";
+const BASELINE_COLORS = { numpy: "#555555", torch: "#c0392b", peak: "#2a7d2a" };
+
+// The task's measured baselines ([name, latency in s]), the peak last.
+function baselinesOf(task) {
+  return Object.entries(task.baselines || {})
+    .filter(([, b]) => b.latency_s !== null && b.latency_s > 0)
+    .map(([name, b]) => [name, b.latency_s])
+    .sort(([a], [b]) => (a === "peak") - (b === "peak"));
+}
+
+// "2.41x numpy · 48% of peak": the best against each baseline.
+function versusBaselines(task) {
+  if (task.best_latency_s === null) return "";
+  return baselinesOf(task).map(([name, latency]) => (name === "peak"
+    ? `${Math.round(100 * latency / task.best_latency_s)}% of peak`
+    : `${(latency / task.best_latency_s).toFixed(2)}x ${name}`)).join(" · ");
+}
 
 function metricOf(task, latency, metric) {
   return metric === "gflops" ? (task.flops || 0) / latency / 1e9 : latency * 1e3;
@@ -129,16 +149,20 @@ function chart(task, metric, trials, logScale, other = null) {
   const best = metric === "gflops"
     ? (task.best_gflops !== null ? task.best_gflops.toFixed(2) + " GFLOP/s" : "-")
     : (task.best_latency_s !== null ? (task.best_latency_s * 1e3).toFixed(4) + " ms" : "-");
+  const versus = versusBaselines(task);
   box.append(el("h3", {}, `${task.title || task.name}  —  ${task.state}, ${task.trials} ` +
-                          `trials, best ${best}${task.confirmed ? " (confirmed)" : ""}`));
+                          `trials, best ${best}${task.confirmed ? " (confirmed)" : ""}` +
+                          (versus ? ` · ${versus}` : "")));
   const valid = trials ? trials.filter(t => t.latency_s !== null && t.latency_s > 0) : [];
   const failed = trials ? trials.filter(t => t.error_kind !== "none") : [];
   const curve = trials ? bestSoFar(task, trials, metric) : task.curve
     .filter(([, latency]) => latency !== null && isFinite(latency) && latency > 0)
     .map(([n, latency]) => [n, metricOf(task, latency, metric)]);
   const otherCurve = other ? bestSoFar(task, other.trials, metric) : [];
+  const baselines = baselinesOf(task).map(([name, latency]) => [name, metricOf(task, latency, metric)]);
   const values = [...curve.map(p => p[1]), ...otherCurve.map(p => p[1]),
-                  ...valid.map(t => metricOf(task, t.latency_s, metric))];
+                  ...valid.map(t => metricOf(task, t.latency_s, metric)),
+                  ...baselines.map(b => b[1])];
   const root = svg("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img",
                             "aria-label": `${task.title || task.name}: ${metric} by trial`,
                             "data-workload-key": task.workload_key, class: "curve-chart" });
@@ -187,6 +211,19 @@ function chart(task, metric, trials, logScale, other = null) {
                                "data-error-kind": t.error_kind });
     mark.append(svg("title", {}, `trial ${t.n}: ${t.error_kind} ${t.error}`));
     root.append(mark);
+  }
+  for (const [name, v] of baselines) {  // what the device measured before tuning
+    const color = BASELINE_COLORS[name] || "#555";
+    const line = svg("g", { class: "baseline", "data-baseline": name });
+    line.append(svg("line", { x1: PAD.left, x2: W - PAD.right, y1: y(v), y2: y(v), stroke: color,
+                              "stroke-width": 1.5, "stroke-dasharray": "2 3" }),
+                svg("text", { x: W - PAD.right - 4, y: y(v) - 4, "text-anchor": "end",
+                              "font-size": 11, fill: color },
+                    `${name} ${Number(v.toPrecision(3))}${metric === "gflops" ? " GFLOP/s" : " ms"}`),
+                svg("title", {}, name === "peak"
+                  ? "the target's multiply-add peak, measured on the device"
+                  : `${name} on the same device, before tuning`));
+    root.append(line);
   }
   // best-so-far is a step function: hold each value until the next improvement
   const steps = points => {
@@ -259,12 +296,18 @@ function timeSplit(seconds) {
             `workers), ${part("database")}`);
 }
 
-// Per task: weight, trials the scheduler gave it, state, best, failures.
+// Per task: weight, trials the scheduler gave it, state, best (against the baselines),
+// failures; with several tasks (a model's), each one's share of the FLOPs and of the
+// estimated latency (weight x best over the sum).
 function taskTable(job) {
   const table = el("table", { class: "tasks" });
   const head = el("tr");
-  for (const name of ["workload", "weight", "trials", "state", "best", "failed",
-                      "expected gain of a round"]) {
+  const several = job.tasks.length > 1;
+  const totalFlops = job.tasks.reduce((sum, t) => sum + t.flops * t.weight, 0);
+  const estimate = job.estimated_latency_s;
+  for (const name of ["workload", "weight", ...(several ? ["FLOPs share"] : []), "trials",
+                      "state", "best", "against", ...(several ? ["share of estimate"] : []),
+                      "failed", "expected gain of a round"]) {
     head.append(el("th", { scope: "col" }, name));
   }
   table.append(el("thead"), el("tbody"));
@@ -277,9 +320,17 @@ function taskTable(job) {
     const row = el("tr", { "data-task-key": task.workload_key });
     const gain = task.expected_gain_s === null || task.expected_gain_s === undefined ? "-"
       : `${(task.expected_gain_s * 1e3).toPrecision(3)} ms`;
+    const share = (part, whole) => (whole > 0 ? `${(100 * part / whole).toFixed(1)}%` : "-");
+    const weighted = task.best_latency_s === null ? "-"
+      : `${(task.weight * task.best_latency_s * 1e3).toPrecision(3)} ms` +
+        (estimate ? ` (${share(task.weight * task.best_latency_s, estimate)})` : "");
     row.append(el("td", {}, task.title || task.name), el("td", {}, String(task.weight)),
+               ...(several ? [el("td", { class: "flops-share" },
+                                  share(task.flops * task.weight, totalFlops))] : []),
                el("td", {}, String(task.trials)), el("td", {}, task.state),
-               el("td", {}, best), el("td", {}, failed || "none"),
+               el("td", {}, best), el("td", { class: "versus" }, versusBaselines(task) || "-"),
+               ...(several ? [el("td", { class: "estimate-share" }, weighted)] : []),
+               el("td", {}, failed || "none"),
                el("td", { title: task.chosen_because ? "last round: " + task.chosen_because : "" },
                   gain));
     table.lastChild.append(row);
@@ -343,6 +394,12 @@ function bestProgram(task, job) {
                              `${best.device_model} with ${best.toolchain} (job ` +
                              `${(best.job_id || "-").slice(0, 8)})`));
       box.append(el("pre", { class: "steps" }, best.steps.map(stepLine).join("\n")));
+      const program = await api("/v1/best/program?" + query);
+      for (const [name, label] of [["loop_ir", "loop IR"], ["source", "generated source"]]) {
+        const part = el("details", { class: name.replace("_", "-") });
+        part.append(el("summary", {}, label), el("pre", {}, program[name]));
+        box.append(part);
+      }
     } catch (err) {
       box.append(el("p", { class: "status-failed" }, err.message));
     }
@@ -370,7 +427,9 @@ function renderJob(job, trials, compared = null) {
   summary.append(el("p", { class: "spec" }, specLine(job.spec)));
   const split = timeSplit(job.seconds);
   if (split) summary.append(split);
-  summary.append(taskTable(job));
+  const tableBox = el("div", { class: "table-scroll" });
+  tableBox.append(taskTable(job));
+  summary.append(tableBox);
   if (job.tasks.length > 1 && job.spec && job.spec.scheduler === "gradient") {
     summary.append(el("p", { class: "scheduler-note" },
       "How trials were shared: every task gets a first round; then each round goes to the " +

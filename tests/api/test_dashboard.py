@@ -4,6 +4,7 @@ curve's pixels in the chart area."""
 
 from __future__ import annotations
 
+import html
 import json
 import re
 import shlex
@@ -16,6 +17,7 @@ from pathlib import Path
 import pytest
 from PIL import Image
 
+from .browser import Page
 from .conftest import TINY_JOB, Server
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -66,6 +68,17 @@ def test_every_trial_is_a_point_and_the_remeasured_best_a_diamond(
     assert re.findall(r"<td>(.*?)</td>", row)[:4] == ["matmul M=32 N=32 K=32", "1", "8",
                                                       "done"]
     assert re.search(r'<td title="last round: [^"]+">[0-9.e+-]+ ms</td>', row)  # the scheduler
+    # the baselines the job measured on its device: lines on the chart, ratios in the row
+    [task_view] = finished_job["job"]["tasks"]
+    numpy = task_view["baselines"]["numpy"]["latency_s"]
+    peak = task_view["baselines"]["peak"]["latency_s"]
+    assert numpy > peak > 0
+    assert re.findall(r'<g class="baseline" data-baseline="([a-z]+)">', dom) == ["numpy", "peak"]
+    [versus] = re.findall(r'<td class="versus">(.*?)</td>', row)
+    ratio, percent = re.fullmatch(r"([0-9.]+)x numpy · ([0-9]+)% of peak", versus).groups()
+    best = task_view["best_latency_s"]
+    assert float(ratio) == pytest.approx(numpy / best, abs=0.006)
+    assert int(percent) == round(100 * peak / best)
 
 
 def test_the_best_program_shows_its_steps_and_the_command_that_reproduces_it(
@@ -86,6 +99,14 @@ def test_the_best_program_shows_its_steps_and_the_command_that_reproduces_it(
                        f"-p transpose_a=false -p transpose_b=false --target '{job['target']}' "
                        "--source")
     assert f"{best['latency_s'] * 1e3:.4g}"[:4] in dom
+    # its loop IR and generated source, lowered by the server in a sandbox
+    with server.client("reader") as api:
+        program = api.best_program(task["workload_key"], job["target"])
+    assert program["steps"] == best["steps"] and program["loop_ir"].startswith("func main(")
+    for name, label in (("loop-ir", "loop IR"), ("source", "generated source")):
+        [text] = re.findall(rf'<details class="{name}"><summary>{label}</summary><pre>(.*?)</pre>',
+                            dom, re.S)
+        assert html.unescape(text) == program[name.replace("-", "_")]
     # the command does what it says: the same program, from the server's database
     argv = [sys.executable, "-m", "tuner", *shlex.split(command)[1:], "--db", server.db_url,
             "--json"]
@@ -170,3 +191,60 @@ def test_a_model_job_shows_the_models_estimate_first(server: Server, finished_mo
     model_chart = dom[dom.index('data-workload-key="model"'):]
     [points] = re.findall(r'<polyline points="([^"]+)"', model_chart)[:1]
     assert len(points.split()) >= len(job["estimate_curve"])
+    # the task table: each task's share of the model's FLOPs and of its estimated latency
+    shares = [float(v) for v in re.findall(r'<td class="flops-share">([0-9.]+)%</td>', dom)]
+    assert len(shares) == len(job["tasks"]) and sum(shares) == pytest.approx(100, abs=0.5)
+    total = sum(t["flops"] * t["weight"] for t in job["tasks"])
+    assert shares == [pytest.approx(100 * t["flops"] * t["weight"] / total, abs=0.06)
+                      for t in job["tasks"]]
+    estimate = job["estimated_latency_s"]
+    parts = re.findall(r'<td class="estimate-share">[0-9.e+-]+ ms \(([0-9.]+)%\)</td>', dom)
+    assert [float(p) for p in parts] == [
+        pytest.approx(100 * t["weight"] * t["best_latency_s"] / estimate, abs=0.06)
+        for t in job["tasks"]]
+
+
+def test_an_open_page_redraws_from_the_event_stream_as_batches_arrive(
+        server: Server, tmp_path: Path) -> None:
+    spec = {**TINY_JOB, "trials": 400, "batch_size": 4,
+            "workloads": [{"op": "matmul", "params": {"M": 40, "N": 40, "K": 40}}]}
+    state = ("JSON.stringify({live: document.body.dataset.live || '', marker: !!window.kept,"
+             " trials: document.querySelectorAll('.trial, .trial-error').length,"
+             " baselines: document.querySelectorAll('g.baseline').length,"
+             " row: (document.querySelector('tr[data-task-key] td:nth-child(3)') || {})"
+             ".textContent})")
+    with server.client("submitter") as api:
+        job_id = api.submit(spec)["id"]
+        try:
+            while api.job(job_id)["trials"] < 4:
+                time.sleep(0.1)
+            with Page(CHROMIUM, tmp_path / "profile-open", _page(server, job_id)) as page:
+                page.wait_for("document.body.dataset.live === 'stream' && "
+                              "document.querySelectorAll('.trial, .trial-error').length >= 4")
+                page.evaluate("window.kept = true")  # gone if the page were loaded again
+                before = json.loads(page.evaluate(state))
+                assert before["baselines"] == 2  # numpy and the peak, measured before tuning
+                target = api.job(job_id)["trials"] + 8
+                while api.job(job_id)["trials"] < target:
+                    time.sleep(0.1)
+                page.wait_for(f"document.querySelectorAll('.trial, .trial-error').length >= "
+                              f"{target}", timeout=30)
+                after = json.loads(page.evaluate(state))
+            assert after["marker"] and after["live"] == "stream"  # redrawn in place
+            assert after["trials"] > before["trials"] and int(after["row"]) >= target
+        finally:
+            api.cancel(job_id)
+
+
+def test_the_page_fits_1024_pixels(server: Server, finished_job: dict, tmp_path: Path) -> None:
+    job = finished_job["job"]
+    page_url = (f"{server.url}/?job={job['id']}&best={job['tasks'][0]['workload_key']}"
+                f"#token={server.tokens['reader']}")
+    with Page(CHROMIUM, tmp_path / "profile-narrow", page_url, width=1024, height=768) as page:
+        page.wait_for("document.body.dataset.ready === '1' && "
+                      "document.querySelector('details.loop-ir') !== null")
+        widths = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth, "
+                               "document.querySelector('svg.curve-chart')"
+                               ".getBoundingClientRect().right]")
+    scroll, inner, chart_right = widths
+    assert inner == 1024 and scroll <= inner and chart_right <= inner

@@ -26,7 +26,7 @@ from workers import (
 FAST_JOB = {
     "workloads": [{"op": "matmul", "params": {"M": 16, "N": 16, "K": 16}}],
     "target": "cpu", "trials": 12, "batch_size": 4, "reconfirm": 0, "cost_model": "random",
-    "policy": "random",
+    "policy": "random", "baselines": [],  # the pool's calls are the tuning batches only
 }
 
 

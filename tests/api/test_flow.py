@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from db import Database
-from schedule import Workload
+from schedule import Workload, kernel_source, make_schedule
 from tuner import build_best, is_stale, submit_job
 from tuner.client import ApiError
 from tuner.runner import HEARTBEAT_STALE_S
@@ -34,7 +34,9 @@ def test_job_runs_to_the_end_with_one_event_per_batch(finished_job: dict) -> Non
     assert task["workload_key"] == Workload.op("matmul", M=32, N=32, K=32).key
     assert task["trials"] == 8 and task["best_latency_s"] > 0 and task["best_gflops"] > 0
     assert [point[0] for point in task["curve"]][:2] == [4, 8]
-    assert job["spec"]["trials"] == 8
+    assert job["spec"]["trials"] == 8 and job["spec"]["baselines"] == ["numpy", "peak"]
+    # measured on the server's device before tuning: numpy's time, and the peak's bound
+    assert task["baselines"]["numpy"]["latency_s"] > task["baselines"]["peak"]["latency_s"] > 0
 
 
 def test_every_trial_is_listed_with_its_latency_or_error(server: Server,
@@ -71,7 +73,16 @@ def test_best_query_steps_build_a_correct_kernel(server: Server, finished_job: d
         with pytest.raises(ApiError) as missing:
             api.best("0" * 32, "cpu")
         assert missing.value.status == 404 and "no error-free record" in missing.value.detail
+        # the best program as people read it, lowered by the server in a sandbox
+        program = api.best_program(workload.key, "cpu")
+        with pytest.raises(ApiError) as missing:
+            api.best_program("0" * 32, "cpu")
+        assert missing.value.status == 404
         exported = api.export(job_id=finished_job["created"]["id"])
+    s, args = make_schedule(workload, best["steps"])
+    expected = kernel_source(s, args, target)
+    assert program["steps"] == best["steps"] and program["target"] == target
+    assert program["loop_ir"] == str(expected.func) and program["source"] == expected.source
     # the compiler's side: the records in its own database, build_best compiles the best
     (tmp_path / "best.jsonl").write_text(exported)
     local = Database(f"sqlite:///{tmp_path / 'compiler.db'}")

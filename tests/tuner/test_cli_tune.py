@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -63,6 +64,8 @@ def test_text_output_compares_with_numpy(url, capsys: pytest.CaptureFixture[str]
                  "--quiet", "--db", url]) == 0
     out = capsys.readouterr().out
     assert "x numpy" in out and "GFLOP/s" in out and "succeeded, 2 trials" in out
+    assert re.search(r"numpy [0-9.]+ ms \(same device\): tuned is [0-9.]+x numpy", out)
+    assert re.search(r"[0-9]+% of the target's peak \(measured: [0-9]+ GFLOP/s\)", out)
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -116,7 +119,7 @@ def test_a_killed_job_resumes_without_losing_or_repeating_a_trial(url, tmp_path:
         before = {r.measurement_id for r in database.iter_records(job_id=job.id)}
         assert 6 <= len(before) < 16
         # Its heartbeat is fresh, but its process on this machine is gone: no --force needed.
-        assert main(["jobs", "resume", job.id, "--json", "--no-compare", "--db", url]) == 0
+        assert main(["jobs", "resume", job.id, "--json", "--db", url]) == 0
         summary = json.loads(capsys.readouterr().out)
         assert summary["status"] == "succeeded" and summary["trials"] == 16
         records = list(database.iter_records(job_id=job.id))
@@ -138,7 +141,7 @@ def test_tune_measures_on_ray_when_asked(url, monkeypatch, capsys: pytest.Captur
     pytest.importorskip("ray")
     monkeypatch.delenv("TENSORTUNE_RAY_ADDRESS", raising=False)
     summary = _tune([*MATMUL, "--trials", "4", "--batch-size", "4", "--reconfirm", "0",
-                     "--no-compare", "--ray-address", "local", "--db", url], capsys)
+                     "--baselines", "none", "--ray-address", "local", "--db", url], capsys)
     assert summary["status"] == "succeeded" and summary["trials"] == 4
     database = Database(url)
     records = database.query_records(job_id=summary["job_id"])

@@ -74,10 +74,11 @@ class SimulatedDevice(LoweredTextDevice):
 
 
 class InProcessBuilder(Builder):
-    """A builder without processes (it only checks that the steps replay)."""
+    """A builder without processes (it only checks that the steps replay). Its device
+    type is what the pool checks inputs against: it measures no baselines."""
 
     def __init__(self) -> None:
-        self.device_types = {}
+        self.device_types = {"cpu": SimulatedDevice}
         self.built = 0
 
     def build(self, inputs: Sequence[MeasureInput]) -> list[BuildResult]:

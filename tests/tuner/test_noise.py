@@ -115,7 +115,7 @@ def test_disturbed_figures_are_stored_and_counted_but_not_learnt_from(tmp_path, 
     records = db.query_records(job_id=result.job_id)
     assert sorted(r.measure.get("disturbed", False) for r in records) == [False] * 3 + [True] * 3
     assert all(r.measure["noise"] in (1.02, 2.0) for r in records)
-    text = format_summary(tune_summary(result, compare_numpy=False))
+    text = format_summary(tune_summary(result))
     assert "the machine was busy: 3 of 6 figures stayed disturbed" in text
     db.close()
 

@@ -40,7 +40,7 @@ def test_a_full_disk_ends_the_tune_with_one_line_naming_the_storage_error(
     done = _in_private_mount(
         f"mount -t tmpfs -o size=400k tmpfs {disk}",
         ["tune", "--op", "matmul", "-p", "M=32", "-p", "N=32", "-p", "K=32", "--trials", "200",
-         "--batch-size", "50", "--quiet", "--no-compare", "--db", f"sqlite:///{disk}/t.db"],
+         "--batch-size", "50", "--quiet", "--baselines", "none", "--db", f"sqlite:///{disk}/t.db"],
         tmp_path / "home")
     assert done.returncode == 1, done.stdout + done.stderr
     assert "Traceback" not in done.stderr + done.stdout

@@ -146,6 +146,32 @@ def test_cancel_stops_at_the_batch_boundary_and_resume_goes_on(db: Database):
     assert len(steps) == 12 and len(set(steps)) == 12
 
 
+def test_baselines_are_measured_once_per_job_and_kept_by_a_resumed_job(db: Database):
+    relu = Workload.op("elementwise", shape=[64], ops=["relu"])
+    job = submit_job(db, JobSpec.from_json({
+        "workloads": [{"op": "matmul", "params": {"M": 32, "N": 32, "K": 32}},
+                      {"workload": relu.to_json(), "weight": 2}],
+        "target": "cpu", "trials": 8, "batch_size": 4, "reconfirm": 0,
+        "baselines": ["numpy", "peak"], "measure": {"repeat": 2, "min_repeat_ms": 5}}))
+    stored = []
+
+    def cancel_after_first_batch(event):
+        if event["type"] == "batch":
+            stored.append(db.jobs.get(job.id).progress["tasks"][0]["baselines"])
+            cancel_job(db, job.id)
+
+    first = run_job(db, job.id, on_event=cancel_after_first_batch)
+    matmul = first.task(SMALL)
+    numpy, peak = matmul.baselines["numpy"]["latency_s"], matmul.baselines["peak"]["latency_s"]
+    assert numpy > peak > 0 and stored == [matmul.baselines]  # stored before the first batch
+    rate = SMALL.flops / peak  # the peak is one rate of the target, shared by the tasks
+    assert first.tasks[1].baselines["peak"]["latency_s"] == pytest.approx(
+        first.tasks[1].flops / rate)
+    resumed = resume_job(db, job.id)
+    assert resumed.status == "succeeded" and resumed.task(SMALL).baselines == matmul.baselines
+    assert db.count_records(job_id=job.id) == 8  # baselines are not tuning records
+
+
 def test_a_running_job_that_still_reports_is_not_resumed_without_force(db: Database):
     job = submit_job(db, {"workloads": [{"op": "matmul", "params": {"M": 8, "N": 8, "K": 8}}],
                           "target": "cpu", "trials": 2})
@@ -176,6 +202,10 @@ def test_apply_best_without_records_warns_and_gives_a_correct_default(db: Databa
       "trials": 4, "shell": "rm -rf /"}, "unexpected field"),
     ({"workloads": [{"workload": {"op": "matmul", "params": {"M": 4, "N": 4, "K": 4}},
                      "weight": -1}], "target": "cpu", "trials": 4}, "weight"),
+    ({"workloads": [{"op": "matmul", "params": {"M": 4, "N": 4, "K": 4}}], "target": "cpu",
+      "trials": 4, "baselines": ["numpy", "mkl"]}, "baselines: a list of distinct names"),
+    ({"workloads": [{"op": "matmul", "params": {"M": 4, "N": 4, "K": 4}}], "target": "cpu",
+      "trials": 4, "baselines": "numpy"}, "baselines"),
 ])
 def test_bad_specifications_name_the_problem(doc, message):
     with pytest.raises(SpecError, match=message):

@@ -117,7 +117,7 @@ class Cluster:
                 f"K={size}", "--trials", str(trials), "--batch-size", "8", "--reconfirm", "0",
                 "--target", "cpu -cores=1",
                 "--ray-address", self.address, "--ray-token-file", str(self.token_file),
-                "--db", self.db, "--quiet", "--no-compare", "--json"]
+                "--db", self.db, "--quiet", "--baselines", "none", "--json"]
 
     def records(self, job_id: str) -> list[Any]:
         with db.Database(self.db) as database:
