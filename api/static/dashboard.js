@@ -108,7 +108,7 @@ const ERROR_COLORS = {
   wrong_answer: "#8c564b", invalid_schedule: "#e377c2", device_lost: "#7f7f7f",
 };
 const TRIAL_COLOR = "#9ecae1", RECONFIRM_COLOR = "#2ca02c", COMPARE_COLOR = "#ff7f0e";
-const BASELINE_COLORS = { numpy: "#555555", torch: "#c0392b", peak: "#2a7d2a" };
+const BASELINE_COLORS = { numpy: "#17becf", torch: "#c0392b", peak: "#2a7d2a" };
 
 // The task's measured baselines ([name, latency in s]), the peak last.
 function baselinesOf(task) {
@@ -164,7 +164,8 @@ function chart(task, metric, trials, logScale, other = null) {
                   ...valid.map(t => metricOf(task, t.latency_s, metric)),
                   ...baselines.map(b => b[1])];
   const root = svg("svg", { width: W, height: H, viewBox: `0 0 ${W} ${H}`, role: "img",
-                            "aria-label": `${task.title || task.name}: ${metric} by trial`,
+                            "aria-label": `${task.title || task.name}: ${metric} by trial, ` +
+                                          `best ${best}${versus ? ", " + versus : ""}`,
                             "data-workload-key": task.workload_key, class: "curve-chart" });
   root.append(svg("rect", { x: 0, y: 0, width: W, height: H, fill: "#ffffff" }));
   const xMax = Math.max(1, ...curve.map(p => p[0]), ...(trials || []).map(t => t.n),
@@ -301,6 +302,7 @@ function timeSplit(seconds) {
 // estimated latency (weight x best over the sum).
 function taskTable(job) {
   const table = el("table", { class: "tasks" });
+  table.append(el("caption", { class: "visually-hidden" }, "tasks of the job"));
   const head = el("tr");
   const several = job.tasks.length > 1;
   const totalFlops = job.tasks.reduce((sum, t) => sum + t.flops * t.weight, 0);
@@ -310,8 +312,9 @@ function taskTable(job) {
                       "failed", "expected gain of a round"]) {
     head.append(el("th", { scope: "col" }, name));
   }
-  table.append(el("thead"), el("tbody"));
-  table.firstChild.append(head);
+  const [thead, tbody] = [el("thead"), el("tbody")];
+  table.append(thead, tbody);
+  thead.append(head);
   for (const task of job.tasks) {
     const failed = Object.entries(task.errors).map(([k, n]) => `${k} ${n}`).join(", ");
     const best = task.best_latency_s === null ? "-"
@@ -333,7 +336,7 @@ function taskTable(job) {
                el("td", {}, failed || "none"),
                el("td", { title: task.chosen_because ? "last round: " + task.chosen_because : "" },
                   gain));
-    table.lastChild.append(row);
+    tbody.append(row);
   }
   return table;
 }

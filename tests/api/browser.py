@@ -48,15 +48,25 @@ class Page:
             time.sleep(0.05)
         raise TimeoutError("Chromium did not open its DevTools port")
 
-    def evaluate(self, expression: str) -> Any:
-        """The JSON value of ``expression`` in the page."""
+    def _call(self, method: str, **params: Any) -> dict[str, Any]:
         self._ids += 1
-        self.socket.send(json.dumps({"id": self._ids, "method": "Runtime.evaluate", "params": {
-            "expression": expression, "returnByValue": True}}))
+        self.socket.send(json.dumps({"id": self._ids, "method": method, "params": params}))
         while True:
             answer = json.loads(self.socket.recv(timeout=30))
             if answer.get("id") == self._ids:
-                return answer["result"]["result"].get("value")
+                return answer.get("result", {})
+
+    def evaluate(self, expression: str) -> Any:
+        """The JSON value of ``expression`` in the page."""
+        return self._call("Runtime.evaluate", expression=expression,
+                          returnByValue=True)["result"].get("value")
+
+    def press(self, key: str, code: int) -> None:
+        """A key pressed and released on the focused element (``key`` as the DOM names it,
+        ``code`` its Windows virtual key code: Enter 13, Tab 9)."""
+        for kind in ("keyDown", "keyUp"):
+            self._call("Input.dispatchKeyEvent", type=kind, key=key, code=key,
+                       windowsVirtualKeyCode=code)
 
     def wait_for(self, expression: str, timeout: float = 60.0) -> Any:
         """Evaluate ``expression`` until it is truthy; its value."""

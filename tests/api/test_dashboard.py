@@ -12,6 +12,7 @@ import shutil
 import subprocess
 import sys
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 pytestmark = pytest.mark.skipif(
     CHROMIUM is None, reason="no Chromium on this machine (.ci/run installs Debian's chromium)")
 CURVE_RGB = (0x1F, 0x77, 0xB4)  # CURVE_COLOR in api/static/dashboard.js
+BASELINE_RGB = {"numpy": (0x17, 0xBE, 0xCF), "peak": (0x2A, 0x7D, 0x2A)}  # BASELINE_COLORS
 WIDTH, HEIGHT = 1400, 900
 JOBS_PANEL_WIDTH = 480  # the job list is at the left; the charts are right of it
 
@@ -171,10 +173,20 @@ def test_screenshot_shows_the_curve_in_the_chart(server: Server, finished_job: d
     assert shot.exists(), done.stderr[-2000:]
     image = Image.open(shot).convert("RGB")
     assert image.size == (WIDTH, HEIGHT)
-    curve = [(x, y) for x in range(image.width) for y in range(image.height)
-             if all(abs(a - b) <= 12 for a, b in zip(image.getpixel((x, y)), CURVE_RGB,
-                                                     strict=True))]
+
+    def pixels(rgb: tuple[int, int, int]) -> list[tuple[int, int]]:
+        return [(x, y) for x in range(image.width) for y in range(image.height)
+                if all(abs(a - b) <= 12 for a, b in zip(image.getpixel((x, y)), rgb,
+                                                        strict=True))]
+
+    curve = pixels(CURVE_RGB)
     assert len(curve) > 300, "no curve drawn"
+    for name, rgb in BASELINE_RGB.items():  # a dotted line across the chart, one row
+        rows = Counter(y for x, y in pixels(rgb) if x > JOBS_PANEL_WIDTH)
+        row, count = rows.most_common(1)[0] if rows else (0, 0)
+        assert count > 100, f"no {name} baseline drawn"
+        xs = [x for x, y in pixels(rgb) if y == row]
+        assert max(xs) - min(xs) > 400
     assert all(x > JOBS_PANEL_WIDTH for x, _ in curve)
     xs = [x for x, _ in curve]
     assert max(xs) - min(xs) > 200  # it spans the chart, not a dot
@@ -248,3 +260,21 @@ def test_the_page_fits_1024_pixels(server: Server, finished_job: dict, tmp_path:
                                ".getBoundingClientRect().right]")
     scroll, inner, chart_right = widths
     assert inner == 1024 and scroll <= inner and chart_right <= inner
+
+
+def test_a_job_is_chosen_with_the_keyboard(server: Server, finished_job: dict,
+                                           tmp_path: Path) -> None:
+    job_id = finished_job["created"]["id"]
+    with Page(CHROMIUM, tmp_path / "profile-keys",
+              f"{server.url}/#token={server.tokens['reader']}") as page:
+        page.wait_for(f"document.querySelector('tr.job[data-id=\"{job_id}\"]') !== null")
+        assert page.evaluate("document.getElementById('job-title').textContent") == \
+            "Select a job"
+        page.evaluate(f"document.querySelector('tr.job[data-id=\"{job_id}\"]').focus()")
+        page.press("Enter", 13)
+        page.wait_for("document.querySelectorAll('svg.curve-chart').length === 1")
+        assert page.evaluate("document.getElementById('job-title').textContent") == \
+            f"Job {job_id}"
+        assert page.evaluate("location.search") == f"?job={job_id}"
+        # the focus stays on the chosen row through the redraw
+        assert page.evaluate("document.activeElement.dataset.id") == job_id
