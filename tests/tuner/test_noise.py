@@ -126,7 +126,7 @@ def test_a_re_measurement_that_disagrees_with_the_record_is_not_confirmed(tmp_pa
     task = result.task(WORKLOAD)
     assert not task.confirmed and task.best_cost == pytest.approx(1e-3)  # the record's
     assert "1.60x its record's" in task.unconfirmed
-    assert "not confirmed: re-measured" in format_summary(tune_summary(result, False))
+    assert "not confirmed: re-measured" in format_summary(tune_summary(result))
     db.close()
 
 
