@@ -242,10 +242,15 @@ def test_an_open_page_redraws_from_the_event_stream_as_batches_arrive(
                 page.wait_for(f"document.querySelectorAll('.trial, .trial-error').length >= "
                               f"{target}", timeout=30)
                 after = json.loads(page.evaluate(state))
-            assert after["marker"] and after["live"] == "stream"  # redrawn in place
-            assert after["trials"] > before["trials"] and int(after["row"]) >= target
+                assert after["marker"] and after["live"] == "stream"  # redrawn in place
+                assert after["trials"] > before["trials"] and int(after["row"]) >= target
+                # the stream ends with the job: the page polls, and shows the end
+                api.cancel(job_id)
+                page.wait_for("document.body.dataset.live === 'poll' && "
+                              "document.body.dataset.jobStatus === 'cancelled' && window.kept")
         finally:
-            api.cancel(job_id)
+            if api.job(job_id)["status"] in ("queued", "running"):
+                api.cancel(job_id)
 
 
 def test_the_page_fits_1024_pixels(server: Server, finished_job: dict, tmp_path: Path) -> None:
