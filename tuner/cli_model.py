@@ -5,6 +5,8 @@ MODEL.onnx -o model.tt`` (build it with the best tuned schedules into a self-con
 artefact) and ``tensortune run model.tt`` (run an artefact on inputs from an ``.npz`` file).
 
 Importing a model parses it with the onnx package; nothing in it is executed as code.
+``tune-model`` imports it in a sandbox process (as the API does with uploads): the tuning
+process never parses the file.
 ``run`` loads the artefact's graph, weights and kernel library with the numpy-only runtime.
 """
 
@@ -97,16 +99,21 @@ def _cmd_compile(args: argparse.Namespace) -> int:
 
 def _cmd_tune_model(args: argparse.Namespace) -> int:
     from .jobs import submit_job
-    from .model_compile import CompileError
-    from .model_tune import budget_warning, model_job_tasks
+    from .model_import import ModelImportError, import_model_tasks
+    from .model_tune import budget_warning
     from .spec import JobSpec, SpecError
 
+    try:  # the model file is parsed and its tasks extracted in a sandbox, as for uploads
+        with open(args.model, "rb") as file:
+            data = file.read()
+    except OSError as exc:
+        raise CLIError(f"cannot read the model: {exc}") from None
     try:
-        found = model_job_tasks(args.model, _target(args))
+        found = import_model_tasks(data, args.model, _target(args))
         spec = JobSpec(found.tasks, args.target, args.trials, model=found.info,
                        **spec_options(args))
-    except (CompileError, SpecError, ValueError, OSError) as exc:
-        raise _compile_error(exc) from None
+    except (ModelImportError, SpecError) as exc:
+        raise CLIError(str(exc)) from None
     warning = budget_warning(spec)
     if warning:
         print(f"warning: {warning}", file=sys.stderr)

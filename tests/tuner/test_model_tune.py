@@ -75,9 +75,31 @@ def test_cli_tune_model_and_model_best(tmp_path):
     best = json.loads(cli("model-best", out["job_id"], "--db", db, "--json").stdout)
     assert best["model"]["name"] == "cnn.onnx" and not best["missing"]
     missing = cli("tune-model", str(tmp_path / "none.onnx"), "--db", db, check=False)
-    assert missing.returncode != 0 and "no model file" in missing.stderr
+    assert missing.returncode != 0 and "cannot read the model" in missing.stderr
+    (tmp_path / "broken.onnx").write_bytes(b"\x08\x07garbage")
+    broken = cli("tune-model", str(tmp_path / "broken.onnx"), "--db", db, check=False)
+    assert broken.returncode != 0 and "the model cannot be imported" in broken.stderr
+    assert "Traceback" not in broken.stderr
     unknown = cli("model-best", "nope", "--db", db, check=False)
     assert unknown.returncode != 0 and "Traceback" not in unknown.stderr
+
+
+def test_cli_tune_model_never_parses_the_model_in_its_own_process(tmp_path, monkeypatch,
+                                                                   capsys):
+    import ir
+
+    from tuner.cli import main
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the model was parsed in the tuning process")
+
+    monkeypatch.setattr(ir, "from_onnx", refuse)
+    model = save_small_cnn(tmp_path / "cnn.onnx")
+    assert main(["tune-model", model, "--trials", "5", "--batch-size", "1", "--reconfirm", "0",
+                 "--cost-model", "random", "--baselines", "none", "--quiet", "--json",
+                 "--db", f"sqlite:///{tmp_path / 't.db'}"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["status"] == "succeeded" and len(out["tasks"]) == 5
 
 
 def test_import_model_tasks_in_the_sandbox():
