@@ -129,3 +129,22 @@ def test_packed_conv_weight_that_does_not_fit_is_a_type_error():
         w = ir.var("w", shape=w_shape)
         with pytest.raises(ir.IRTypeError, match="does not fit input"):
             ir.infer_type(ir.Module({"main": ir.Function([x, w], op(x, w))}))
+
+
+@pytest.mark.parametrize("pool", [
+    lambda x, **kw: nn.max_pool2d(x, pool_size=2, **kw),
+    lambda x, **kw: nn.avg_pool2d(x, pool_size=2, **kw),
+    lambda x, **kw: nn.global_avg_pool2d(x, **kw),
+])
+def test_a_pool_whose_input_is_not_in_its_packed_layout_is_a_type_error(pool):
+    def infer(shape, **attrs):
+        x = ir.var("x", shape=shape)
+        return ir.infer_type(ir.Module({"main": ir.Function([x], pool(x, **attrs))}))
+
+    infer((1, 2, 6, 6, 8), layout="NCHW8c")  # packed as it says: fine
+    with pytest.raises(ir.IRTypeError, match=r"input \(1, 16, 6, 6\) is not NCHW8c"):
+        infer((1, 16, 6, 6), layout="NCHW8c")  # a plain NCHW tensor
+    with pytest.raises(ir.IRTypeError, match=r"is not NCHW8c \(N, C/8, H, W, 8\)"):
+        infer((1, 4, 6, 6, 4), layout="NCHW8c")  # packed by another block
+    with pytest.raises(ir.IRTypeError, match="needs out_layout equal to it"):
+        infer((1, 2, 6, 6, 8), layout="NCHW8c", out_layout="NCHW")
