@@ -25,7 +25,7 @@ from .callbacks import (
 from .cli_service import is_loopback
 from .jobs import cancel_job, requeue_job, resume_job, run_job, submit_job
 from .model_compile import CompileError, best_schedules, compile, model_tasks
-from .model_import import ModelImportError, ModelTasks, import_model_tasks
+from .model_import import ModelImportError, ModelTasks, file_sha256, import_model_tasks
 from .model_tune import model_best, model_job_tasks, tune_model
 from .progress import TASK_STATES, BestSchedule, TaskProgress, TimeSplit, TuneResult
 from .runner import JobRunner, is_stale
@@ -73,6 +73,7 @@ __all__ = [
     "compile",
     "default_callbacks",
     "default_steps",
+    "file_sha256",
     "import_model_tasks",
     "is_loopback",
     "is_stale",

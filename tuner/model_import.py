@@ -2,7 +2,8 @@
 sandbox.
 
 A model file sent to the service is user input. ``import_model_tasks(data, name, target)``
-writes its bytes to a private temporary file and runs :func:`extract_in_child` in a
+writes its bytes (or copies an open file, in chunks: an upload is never held in memory
+whole) to a private temporary file and runs :func:`extract_in_child` in a
 ``workers.Sandbox`` child (its own process, with the sandbox's memory, CPU-time and
 environment limits, killed at the timeout). The child parses the bytes with the onnx package
 (bytes, never a path: no external-data file the model names is ever opened), converts,
@@ -16,10 +17,11 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 from schedule import Target, Workload
 from workers import Sandbox
@@ -29,6 +31,7 @@ from .spec import MAX_WORKLOADS, ModelInfo, TaskSpec, error_message
 EXTRACT_FN = "tuner.model_import:extract_in_child"
 #: Seconds an import may take in the sandbox (parse, optimise, fuse, lower).
 IMPORT_TIMEOUT_S = 300.0
+_CHUNK = 1 << 20
 
 
 class ModelImportError(ValueError):
@@ -55,30 +58,44 @@ def extract_in_child(started: Callable[[], None], job: dict[str, Any]) -> tuple[
                       for t in tasks]}, []
 
 
-def import_model_tasks(data: bytes, name: str, target: Target | str = "cpu", *,
+def import_model_tasks(data: bytes | BinaryIO, name: str, target: Target | str = "cpu", *,
                        timeout: float = IMPORT_TIMEOUT_S, sha256: str | None = None
                        ) -> ModelTasks:
-    """The tuning tasks of the ONNX model ``data`` (uploaded as ``name``), extracted in a
-    sandbox process (see the module docstring). ``sha256``: the hex digest of ``data``,
-    when the caller has it already."""
+    """The tuning tasks of the ONNX model ``data`` (its bytes, or a binary file open at its
+    start; uploaded as ``name``), extracted in a sandbox process (see the module
+    docstring). ``sha256``: the hex digest of the model, when the caller has it already."""
     target = Target.parse(target)
-    info = ModelInfo(display_name(name), sha256 or hashlib.sha256(data).hexdigest())
     with tempfile.TemporaryDirectory(prefix="tensortune-model-") as tmp:
         path = os.path.join(tmp, "model.onnx")
         with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "wb") as f:
-            f.write(data)
+            if isinstance(data, bytes | bytearray):
+                f.write(data)
+            else:
+                shutil.copyfileobj(data, f, _CHUNK)
+        if sha256 is None:
+            with open(path, "rb") as f:
+                sha256 = file_sha256(f)
         sandbox = Sandbox()
         try:
             outcome = sandbox.call(EXTRACT_FN, {"path": path, "target": str(target)},
                                    start_timeout=60.0, timeout=timeout)
         finally:
             sandbox.close()
+    info = ModelInfo(display_name(name), sha256)
     if outcome.status == "raised":
         raise ModelImportError(f"the model cannot be imported: "
                                f"{_without_type(outcome.message)}")
     if outcome.status != "ok":
         raise ModelImportError(f"importing the model failed: {outcome.message}")
     return ModelTasks(info, _tasks(outcome.value))
+
+
+def file_sha256(file: BinaryIO) -> str:
+    """The SHA-256 (hex) of what is left to read of a binary file, read in chunks."""
+    digest = hashlib.sha256()
+    while chunk := file.read(_CHUNK):
+        digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _tasks(value: Any) -> tuple[TaskSpec, ...]:

@@ -3,27 +3,34 @@
 ``POST /v1/jobs`` with ``multipart/form-data`` (a ``model`` file and a ``spec`` field of job
 options) is served here: this route matches only that content type, so JSON submissions
 reach the jobs router. The upload is size-limited (``max_model_bytes``, before any handler
-runs), never parsed in the server: ``tuner.import_model_tasks`` parses and fuses it in a
-sandbox process (at most ``max_model_imports`` at once) and hands back declarative
+runs) and never held in memory whole (starlette spools it to a temporary file; it is hashed
+and copied in chunks), never parsed in the server: ``tuner.import_model_tasks`` parses and
+fuses it in a sandbox process (at most ``max_model_imports`` at once) and hands back declarative
 workloads. ``GET /v1/models/{job_id}/best`` gives each task's best record and the model's
 estimated end-to-end latency.
 """
 
 from __future__ import annotations
 
-import hashlib
 from typing import Any
 
 from fastapi import APIRouter, Header, HTTPException, Request, Response
 from fastapi.concurrency import run_in_threadpool
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
-from starlette.datastructures import UploadFile
+from starlette.datastructures import FormData, UploadFile
 from starlette.routing import Match
 from starlette.types import Scope
 
 from schedule import Target
-from tuner import JobSpec, ModelImportError, SpecError, import_model_tasks, model_best
+from tuner import (
+    JobSpec,
+    ModelImportError,
+    SpecError,
+    file_sha256,
+    import_model_tasks,
+    model_best,
+)
 from workers import SandboxError
 
 from ..auth import Principal
@@ -65,7 +72,8 @@ def _options(text: Any) -> dict[str, Any]:
                                       for e in err.errors(include_input=False)]) from None
 
 
-async def _read_upload(request: Request) -> tuple[bytes, str, dict[str, Any]]:
+async def _open_upload(request: Request) -> tuple[FormData, UploadFile, dict[str, Any]]:
+    """The form (close it after), its model file part and its validated job options."""
     try:
         form = await request.form(max_files=1, max_fields=1)
     except Exception as err:  # malformed multipart: starlette raises its own error types
@@ -74,22 +82,38 @@ async def _read_upload(request: Request) -> tuple[bytes, str, dict[str, Any]]:
         upload = form.get("model")
         if not isinstance(upload, UploadFile):
             raise _invalid("model", "required: the ONNX model as a file part named 'model'")
-        options = _options(form.get("spec"))
-        data = await upload.read()
-        return data, upload.filename or "model.onnx", options
-    finally:
+        if not upload.size:
+            raise _invalid("model", "the model file is empty")
+        return form, upload, _options(form.get("spec"))
+    except BaseException:
         await form.close()
+        raise
+
+
+def _hash_upload(upload: UploadFile) -> str:
+    upload.file.seek(0)
+    digest = file_sha256(upload.file)
+    upload.file.seek(0)
+    return digest
 
 
 async def submit_model(request: Request, response: Response, principal: Principal = submitter,
                        idempotency_key: str | None = Header(None, max_length=200)
                        ) -> dict[str, Any]:
     """Tune an uploaded model (documented with ``POST /v1/jobs``)."""
+    form, upload, options = await _open_upload(request)
+    try:
+        return await _submit_upload(request, response, principal, idempotency_key, upload,
+                                    options)
+    finally:
+        await form.close()
+
+
+async def _submit_upload(request: Request, response: Response, principal: Principal,
+                         idempotency_key: str | None, upload: UploadFile,
+                         options: dict[str, Any]) -> dict[str, Any]:
     state = get_state(request)
     settings = state.settings
-    data, filename, options = await _read_upload(request)
-    if not data:
-        raise _invalid("model", "the model file is empty")
     try:
         target = Target.parse(options["target"])
     except (TypeError, ValueError) as err:
@@ -98,7 +122,7 @@ async def submit_model(request: Request, response: Response, principal: Principa
         raise SpecError(f"trials: {options['trials']} is over this server's limit of "
                         f"{settings.max_trials}")
     who = principal.token_id or principal.owner
-    sha256 = await run_in_threadpool(lambda: hashlib.sha256(data).hexdigest())
+    sha256 = await run_in_threadpool(_hash_upload, upload)
     digest = spec_digest({"model_sha256": sha256, **options})
     existing = await run_in_threadpool(repeat_or_admit, state, who, digest, idempotency_key)
     if existing is not None:
@@ -108,7 +132,8 @@ async def submit_model(request: Request, response: Response, principal: Principa
         raise RateLimited(f"{settings.max_model_imports} model uploads are being imported; "
                           "retry shortly", 10.0)
     try:
-        found = await run_in_threadpool(import_model_tasks, data, filename, target,
+        found = await run_in_threadpool(import_model_tasks, upload.file,
+                                        upload.filename or "model.onnx", target,
                                         timeout=settings.model_import_timeout_s,
                                         sha256=sha256)
     except ModelImportError as err:

@@ -5,6 +5,7 @@ Bad uploads get clear 4xx answers and create nothing."""
 
 from __future__ import annotations
 
+import hashlib
 import json
 from pathlib import Path
 
@@ -44,6 +45,20 @@ def test_upload_makes_one_job_of_the_models_tasks(local: LocalApp) -> None:
     best = local.http.get(f"/v1/models/{job['id']}/best", headers=local.headers("reader"))
     assert best.status_code == 200
     assert best.json()["estimated_latency_s"] is None and len(best.json()["missing"]) == 5
+
+
+def test_an_upload_is_hashed_and_copied_in_chunks_never_read_whole(
+        local: LocalApp, monkeypatch: pytest.MonkeyPatch) -> None:
+    from starlette.datastructures import UploadFile
+
+    def whole(self, size: int = -1) -> bytes:
+        raise AssertionError("the whole upload was read into memory")
+
+    monkeypatch.setattr(UploadFile, "read", whole)
+    created = upload(local)
+    assert created.status_code == 202, created.text
+    job = local.http.get(created.json()["url"], headers=local.headers("reader")).json()
+    assert job["model"]["sha256"] == hashlib.sha256(CNN).hexdigest() and len(job["tasks"]) == 5
 
 
 @pytest.mark.parametrize(("data", "options", "spec", "status", "message"), [
