@@ -87,7 +87,6 @@ def test_cli_tune_model_and_model_best(tmp_path):
 def test_cli_tune_model_never_parses_the_model_in_its_own_process(tmp_path, monkeypatch,
                                                                    capsys):
     import ir
-
     from tuner.cli import main
 
     def refuse(*args, **kwargs):
