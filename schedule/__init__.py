@@ -7,7 +7,7 @@ IR, and code generation for targets.
 are public for the layers that analyse lowered programs, such as the cost model's features.
 """
 
-from . import expr, loop_ir, ops, te
+from . import expr, loop_ir, ops, te, vta
 from .build import (
     Artifact,
     BuildError,
@@ -60,5 +60,6 @@ __all__ = [
     "ops",
     "post_order",
     "te",
+    "vta",
     "workload_key",
 ]
