@@ -1,5 +1,7 @@
 """The service commands of ``tensortune``: ``serve`` (the REST API and dashboard under
-uvicorn) and ``token create`` (a new API token with a role, printed once).
+uvicorn), ``token create`` (a new API token with a role, printed once) and
+``device-server`` (a remote board's server: runs programs on its device for tuners on other
+hosts, ``workers.device_server``).
 
 The API lives in the ``api`` layer above this one, so ``serve`` hands uvicorn the app
 factory by its import string (``api:create_app``) instead of importing it; the factory
@@ -77,8 +79,34 @@ def _cmd_token_create(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_device_server(args: argparse.Namespace) -> int:
+    from schedule import vta
+    from workers import read_device_key, serve_device
+
+    try:
+        key = read_device_key(args.token_file)
+        config = vta.VtaConfig.for_target(args.target, args.preset)
+    except ValueError as err:
+        raise CLIError(str(err)) from None
+
+    def ready(address: tuple[str, int]) -> None:
+        print(f"tensortune: device server for {args.target} (simulated, {config.name} preset, "
+              f"{config.clock_mhz:g} MHz) on {address[0]}:{address[1]}", file=sys.stderr,
+              flush=True)
+
+    try:
+        serve_device(args.host, args.port, key, config, run_timeout=args.run_timeout,
+                     ready=ready)
+    except OSError as err:
+        raise CLIError(f"cannot serve on {args.host}:{args.port}: {err.strerror}") from None
+    except KeyboardInterrupt:
+        pass
+    return 0
+
+
 def add_service_commands(commands: Any) -> None:
-    """Register ``serve`` and ``token`` on the ``tensortune`` subparsers."""
+    """Register ``serve``, ``token`` and ``device-server`` on the ``tensortune``
+    subparsers."""
     serve = subcommand(
         commands, "serve", _cmd_serve, json_help=None,
         help="run the REST API and dashboard",
@@ -103,6 +131,34 @@ def add_service_commands(commands: Any) -> None:
                        help="no tokens needed (local use; loopback addresses only)")
     serve.add_argument("--log-level", default="info",
                        choices=("critical", "error", "warning", "info", "debug"))
+
+    device = subcommand(
+        commands, "device-server", _cmd_device_server, db=False, json_help=None,
+        help="serve a device (the vta simulator) to tuners on other hosts",
+        description=(
+            "Run programs on this host's device for authenticated clients: every message\n"
+            "carries an HMAC of the shared key in --token-file, a nonce and a time (replays\n"
+            "and stale messages are refused). Each program runs in a sandbox process, one at\n"
+            "a time; a bad one is an error answer, and the server goes on. The vta device is\n"
+            "the simulator (its figures are simulated cycles at the preset's clock)."
+        ),
+        epilog=(
+            "example:\n  python -c 'import secrets; print(secrets.token_hex(32))' > vta.key\n"
+            "  tensortune device-server --device vta --port 9091 --token-file vta.key"
+        ),
+    )
+    device.add_argument("--device", choices=("vta",), default="vta", help="the device kind")
+    device.add_argument("--host", default="127.0.0.1", help="address to bind (default "
+                                                            "127.0.0.1)")
+    device.add_argument("--port", type=int, required=True, help="port (0: any free one)")
+    device.add_argument("--token-file", required=True, metavar="FILE",
+                        help="the shared key (at least 16 bytes), the same on the clients")
+    device.add_argument("--target", default="vta", help="the vta target served (default "
+                                                        "vta: -config=1x16x16)")
+    device.add_argument("--preset", default="pynq", choices=("pynq", "ultra96"),
+                        help="the board's clock and bus (default pynq: 100 MHz, 64-bit)")
+    device.add_argument("--run-timeout", type=float, default=60.0, metavar="SECONDS",
+                        help="a program running longer is killed (default 60)")
 
     token_sub = command_group(
         commands, "token", help="manage API tokens", description="Manage API tokens.",

@@ -35,6 +35,13 @@ from .device import (
     register_device,
     unregister_device,
 )
+from .device_server import (
+    DeviceLostError,
+    DeviceRefusedError,
+    RemoteDevice,
+    read_device_key,
+    serve_device,
+)
 from .measure import (
     ErrorKind,
     MeasureInput,
@@ -57,6 +64,8 @@ __all__ = [
     "ClusterLostError",
     "CpuDevice",
     "Device",
+    "DeviceLostError",
+    "DeviceRefusedError",
     "ErrorKind",
     "LocalBuilder",
     "LocalPool",
@@ -72,6 +81,7 @@ __all__ = [
     "Provenance",
     "RayAccessError",
     "RayPool",
+    "RemoteDevice",
     "ResultCallback",
     "Runner",
     "Sandbox",
@@ -81,8 +91,10 @@ __all__ = [
     "device_type",
     "node_resources",
     "program_text",
+    "read_device_key",
     "register_device",
     "require_ray_node",
+    "serve_device",
     "unregister_device",
     "use_token_file",
     "worker_command",

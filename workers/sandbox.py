@@ -126,8 +126,8 @@ class Outcome:
     run_seconds: float = 0.0
 
 
-class _Deadline(Exception):
-    pass
+class Deadline(Exception):
+    """A message did not arrive whole before its deadline."""
 
 
 class Closed(Exception):
@@ -155,12 +155,12 @@ def _recv_exact(sock: socket.socket, n: int, deadline: float | None) -> bytes:
         if deadline is not None:
             remaining = deadline - time.monotonic()
             if remaining <= 0:
-                raise _Deadline
+                raise Deadline
             sock.settimeout(remaining)
         try:
             chunk = sock.recv(min(n - got, _CHUNK))
         except TimeoutError:
-            raise _Deadline from None
+            raise Deadline from None
         except OSError:
             raise Closed from None
         if not chunk:
@@ -177,15 +177,21 @@ def _recv_frame(sock: socket.socket, limit: int, deadline: float | None) -> byte
     return _recv_exact(sock, length, deadline)
 
 
-def recv_message(sock: socket.socket, deadline: float | None) -> tuple[dict[str, Any], list[bytes]]:
+def recv_message(sock: socket.socket, deadline: float | None, *, max_header: int = _MAX_HEADER,
+                 max_blob: int = _MAX_BLOB, max_blobs: int = _MAX_BLOBS
+                 ) -> tuple[dict[str, Any], list[bytes]]:
+    """One message: a JSON header (an object whose ``blobs`` says how many byte strings
+    follow) and its blobs. Raises ``Garbled`` past a limit or on malformed framing,
+    ``Closed`` when the other end went away, and ``Deadline`` past ``deadline``
+    (``time.monotonic()``)."""
     try:
-        header = json.loads(_recv_frame(sock, _MAX_HEADER, deadline))
+        header = json.loads(_recv_frame(sock, max_header, deadline))
     except (ValueError, UnicodeDecodeError):
         raise Garbled from None
     count = header.get("blobs", 0) if isinstance(header, dict) else None
-    if not isinstance(count, int) or not 0 <= count <= _MAX_BLOBS:
+    if isinstance(count, bool) or not isinstance(count, int) or not 0 <= count <= max_blobs:
         raise Garbled
-    blobs = [_recv_frame(sock, _MAX_BLOB, deadline) for _ in range(count)]
+    blobs = [_recv_frame(sock, max_blob, deadline) for _ in range(count)]
     return header, blobs
 
 
@@ -242,7 +248,7 @@ class Sandbox:
         self._finalizer = weakref.finalize(self, _close, proc, parent)
         try:
             header, _ = recv_message(parent, time.monotonic() + self.ready_timeout)
-        except (_Deadline, Closed):
+        except (Deadline, Closed):
             header = {}
         if header.get("kind") != "ready":
             self.close()
@@ -299,7 +305,7 @@ class Sandbox:
                     return outcome("raised", str(header.get("message", ""))[:4000])
                 else:
                     raise Garbled
-        except _Deadline:
+        except Deadline:
             self.restart()
             if started is None:
                 return outcome("start_timeout", f"did not start within {start_timeout:g} s "

@@ -10,6 +10,8 @@ program's memory. Integer arithmetic wraps at 32 bits, as the hardware's does.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 
 from schedule import vta
@@ -98,59 +100,57 @@ class VtaState:
             count, -1).view(np.uint8)
 
     # ------------------------------------------------------------------ compute
-    def _indices(self, n: int, insn: vta.Gemm | vta.Alu
-                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """Per micro-op execution, in the hardware's order: dst, src and wgt entries."""
+    def _chunks(self, n: int, insn: vta.Gemm | vta.Alu
+                ) -> Iterator[tuple[np.ndarray, np.ndarray, np.ndarray]]:
+        """The micro-op executions in the hardware's order, ``_CHUNK`` at a time: their dst,
+        src and wgt entries. Every index is checked first (their largest values follow
+        from the loop bounds: the factors are not negative)."""
         lp: vta.Loops = insn.loops
         if lp.uop_end > len(self.uop):
             raise SimulationError("bad_uop", f"instruction {n} ({insn}): micro-ops up to "
                                   f"{lp.uop_end} of a {len(self.uop)}-entry buffer")
-        i = np.arange(lp.iter_out, dtype=np.int64)[:, None, None]
-        j = np.arange(lp.iter_in, dtype=np.int64)[None, :, None]
         uops = self.uop[lp.uop_bgn: lp.uop_end]
-        shape = (lp.iter_out, lp.iter_in, len(uops))
-
-        def index(col: int, out: int, inner: int) -> np.ndarray:
-            return np.broadcast_to(uops[None, None, :, col] + i * out + j * inner,
-                                   shape).reshape(-1)
-
-        dst = index(0, lp.dst_out, lp.dst_in)
-        src = index(1, lp.src_out, lp.src_in)
-        wgt = index(2, lp.wgt_out, lp.wgt_in)
-        limits = [("dst", dst, len(self.acc)),
-                  ("src", src, len(self.inp) if isinstance(insn, vta.Gemm) else len(self.acc))]
+        factors = ((lp.dst_out, lp.dst_in), (lp.src_out, lp.src_in), (lp.wgt_out, lp.wgt_in))
+        limits = {"dst": len(self.acc)}
         if isinstance(insn, vta.Gemm):
-            limits.append(("wgt", wgt, len(self.wgt)))
-        for name, values, depth in limits:
-            if isinstance(insn, vta.Alu) and name == "src" and insn.imm is not None:
-                continue
-            if values.size and int(values.max()) >= depth:
+            limits.update(src=len(self.inp), wgt=len(self.wgt))
+        elif insn.imm is None:
+            limits["src"] = len(self.acc)
+        for col, (name, (out, inner)) in enumerate(zip(("dst", "src", "wgt"), factors,
+                                                       strict=True)):
+            top = int(uops[:, col].max()) + (lp.iter_out - 1) * out + (lp.iter_in - 1) * inner
+            if name in limits and top >= limits[name]:
                 raise SimulationError("bad_uop", f"instruction {n} ({insn}): a micro-op's "
-                                      f"{name} reaches entry {int(values.max())} of {depth}")
-        return dst, src, wgt
+                                      f"{name} reaches entry {top} of {limits[name]}")
+        per_i = lp.iter_in * len(uops)
+        for lo in range(0, lp.count, _CHUNK):
+            flat = np.arange(lo, min(lo + _CHUNK, lp.count), dtype=np.int64)
+            i, j, u = flat // per_i, flat // len(uops) % lp.iter_in, flat % len(uops)
+            yield tuple(uops[u, col] + i * out + j * inner  # type: ignore[misc]
+                        for col, (out, inner) in enumerate(factors))
 
     def gemm(self, n: int, insn: vta.Gemm) -> None:
-        dst, src, wgt = self._indices(n, insn)
         acc = self.acc.astype(np.int64)
-        if insn.reset:
-            acc[np.unique(dst)] = 0
-        else:
-            for lo in range(0, dst.size, _CHUNK):
-                part = slice(lo, lo + _CHUNK)
-                products = np.einsum("nbk,nok->nbo", self.inp[src[part]].astype(np.int64),
-                                     self.wgt[wgt[part]].astype(np.int64))
-                np.add.at(acc, dst[part], products)
-        touched = np.unique(dst)
+        touched = np.zeros(len(acc), bool)
+        for dst, src, wgt in self._chunks(n, insn):
+            touched[dst] = True
+            if insn.reset:
+                acc[dst] = 0
+                continue
+            products = np.einsum("nbk,nok->nbo", self.inp[src].astype(np.int64),
+                                 self.wgt[wgt].astype(np.int64))
+            np.add.at(acc, dst, products)
         self.acc[touched] = _wrap32(acc[touched])
         self.out[touched] = self.acc[touched].astype(np.int8)
 
     def alu(self, n: int, insn: vta.Alu) -> None:
-        dst, src, _ = self._indices(n, insn)
-        for d, s in zip(dst.tolist(), src.tolist(), strict=True):  # in order: dst may repeat
-            a = self.acc[d].astype(np.int64)
-            b = np.int64(insn.imm) if insn.imm is not None else self.acc[s].astype(np.int64)
-            self.acc[d] = _wrap32(_alu(insn.op, a, b))
-            self.out[d] = self.acc[d].astype(np.int8)
+        for dst, src, _ in self._chunks(n, insn):
+            for d, s in zip(dst.tolist(), src.tolist(), strict=True):  # in order: dst repeats
+                a = self.acc[d].astype(np.int64)
+                b = np.int64(insn.imm) if insn.imm is not None else \
+                    self.acc[s].astype(np.int64)
+                self.acc[d] = _wrap32(_alu(insn.op, a, b))
+                self.out[d] = self.acc[d].astype(np.int8)
 
     def execute(self, n: int, insn: vta.Instruction) -> None:
         if isinstance(insn, vta.Load):
