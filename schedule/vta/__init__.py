@@ -20,7 +20,8 @@ from .isa import (
     from_json,
     to_json,
 )
+from .kernels import DramImage, Kernel, matmul_kernel, pack_uops
 
-__all__ = ["PRESETS", "UOP_BITS", "Alu", "AluOp", "Deps", "Finish", "Gemm", "Instruction",
-           "IsaError", "Load", "Loops", "Mem", "Module", "Store", "Uop", "VtaConfig",
-           "VtaConfigError", "from_json", "to_json"]
+__all__ = ["PRESETS", "UOP_BITS", "Alu", "AluOp", "Deps", "DramImage", "Finish", "Gemm",
+           "Instruction", "IsaError", "Kernel", "Load", "Loops", "Mem", "Module", "Store", "Uop",
+           "VtaConfig", "VtaConfigError", "from_json", "matmul_kernel", "pack_uops", "to_json"]

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from schedule.vta import Deps, Finish, Gemm, Loops, VtaConfig
-from tests.workers.test_vta_simulator import _matmul_program
+from tests.workers.test_vta_simulator import _matmul
 from workers import DeviceLostError, DeviceRefusedError, RemoteDevice
 from workers.device_server import _signed
 from workers.vta import SimulationError, Simulator
@@ -57,13 +57,12 @@ def server(tmp_path_factory) -> Iterator[Server]:
 
 
 def test_a_run_gives_what_the_simulator_gives(server: Server) -> None:
-    prog, dram, c_base, want = _matmul_program(m=8, k=64, n_tiles=4, double_buffer=True)
-    remote = server.client().run(prog, dram.array())
-    local = Simulator(VtaConfig()).run(prog, dram.array())
+    kernel, want = _matmul(m=8, k=64, n=64, weight_buffers=2)
+    remote = server.client().run(kernel.program, kernel.dram)
+    local = Simulator(VtaConfig()).run(kernel.program, kernel.dram)
     assert remote.cycles == local.cycles and remote.stats == local.stats
     np.testing.assert_array_equal(remote.dram, local.dram)
-    got = remote.dram[c_base * 16: c_base * 16 + want.size].view(np.int8)
-    np.testing.assert_array_equal(got.reshape(8, 64), want)
+    np.testing.assert_array_equal(kernel.output(remote.dram, VtaConfig()), want)
     described = server.client().describe()
     assert described["simulated"] and described["config"]["block_out"] == 16
 
@@ -78,8 +77,8 @@ def test_bad_programs_are_error_answers_and_the_server_goes_on(server: Server) -
     with pytest.raises(SimulationError, match="did not finish within 3 s") as err:
         client.run(endless, b"\0" * 16)
     assert err.value.kind == "timeout" and time.monotonic() - start < 30
-    prog, dram, _, _ = _matmul_program(m=4, k=32, n_tiles=2, double_buffer=False)
-    assert client.run(prog, dram.array()).cycles > 0  # still serving
+    kernel, _ = _matmul(m=4, k=32, n=32, weight_buffers=1)
+    assert client.run(kernel.program, kernel.dram).cycles > 0  # still serving
 
 
 def test_wrong_keys_replays_and_stale_messages_are_refused(server: Server) -> None:

@@ -12,6 +12,7 @@ from schedule.vta import (
     Alu,
     AluOp,
     Deps,
+    DramImage,
     Finish,
     Gemm,
     IsaError,
@@ -22,35 +23,14 @@ from schedule.vta import (
     VtaConfig,
     VtaConfigError,
     from_json,
+    matmul_kernel,
+    pack_uops,
     to_json,
 )
-from workers.vta import SimulationError, Simulator, VtaState, pack_uops
+from workers.vta import SimulationError, Simulator, VtaState
 
 CONFIG = VtaConfig()  # 1x16x16, VTA's buffers, Pynq-like clock and bus
 RNG = np.random.default_rng(0)
-
-
-class Dram:
-    """A DRAM image laid out region by region; each region's base counts entries of its
-    own size (as DMA instructions address them)."""
-
-    def __init__(self) -> None:
-        self.data = bytearray()
-
-    def put(self, values: np.ndarray, entry_bytes: int) -> int:
-        raw = np.ascontiguousarray(values).view(np.uint8).reshape(-1)
-        assert raw.size % entry_bytes == 0
-        pad = -len(self.data) % entry_bytes
-        self.data += bytes(pad)
-        base = len(self.data) // entry_bytes
-        self.data += raw.tobytes()
-        return base
-
-    def reserve(self, entries: int, entry_bytes: int) -> int:
-        return self.put(np.zeros(entries * entry_bytes, np.uint8), entry_bytes)
-
-    def array(self) -> np.ndarray:
-        return np.frombuffer(bytes(self.data), np.uint8)
 
 
 def int8(*shape: int) -> np.ndarray:
@@ -59,7 +39,7 @@ def int8(*shape: int) -> np.ndarray:
 
 # ---------------------------------------------------------------------- each instruction
 def test_load_pads_with_zeros_and_reads_strided_rows() -> None:
-    dram = Dram()
+    dram = DramImage()
     rows = int8(5, 7, 16)  # 5 rows of 7 input entries
     base = dram.put(rows, CONFIG.inp_entry_bytes)
     state = VtaState(CONFIG, dram.array())
@@ -139,7 +119,7 @@ def test_alu_operations_wrap_like_32_bit_hardware(op: AluOp, imm: int | None) ->
 
 
 def test_store_writes_the_int8_output_rows() -> None:
-    dram = Dram()
+    dram = DramImage()
     base = dram.reserve(3 * 5, CONFIG.out_entry_bytes)
     state = VtaState(CONFIG, dram.array())
     state.acc[:6] = RNG.integers(-1000, 1000, size=(6, 1, 16)).astype(np.int32)
@@ -151,56 +131,24 @@ def test_store_writes_the_int8_output_rows() -> None:
 
 
 # ---------------------------------------------------------------------- whole programs
-def _matmul_program(m: int, k: int, n_tiles: int, double_buffer: bool, shift: int = 8):
-    """C = clip((A @ W^T) >> shift) for A (m, k), W (16 * n_tiles, k): the inputs loaded
-    once, the weights tile by tile into one buffer, or two alternating ones whose loads
-    overlap the other's GEMM."""
-    kt = k // 16
-    a, w = int8(m, k), int8(16 * n_tiles, k)
-    dram = Dram()
-    a_base = dram.put(a.reshape(m * kt, 16), CONFIG.inp_entry_bytes)
-    w_tiles = w.reshape(n_tiles, 16, kt, 16).transpose(0, 2, 1, 3)  # tile, k block, o, i
-    w_base = dram.put(w_tiles.reshape(-1, 16, 16), CONFIG.wgt_entry_bytes)
-    uops = [Uop(t, kk, (t % 2 if double_buffer else 0) * kt + kk)
-            for t in range(n_tiles) for kk in range(kt)]
-    reset_uops = [Uop(t, 0, 0) for t in range(n_tiles)]
-    uop_base = dram.put(pack_uops(uops + reset_uops), 4)
-    c_base = dram.reserve(m * n_tiles, CONFIG.out_entry_bytes)
-    buffers = 2 if double_buffer else 1
-    prog = [Load("uop", 0, uop_base, 1, len(uops) + n_tiles, len(uops) + n_tiles),
-            Load("inp", 0, a_base, 1, m * kt, m * kt)]
-    for t in range(n_tiles):
-        reuse = t >= buffers  # the buffer held tile t - buffers: wait until it is free
-        prog.append(Load("wgt", (t % buffers) * kt, w_base + t * kt, 1, kt, kt,
-                         deps=Deps(pop_next=reuse, push_next=True)))
-        prog.append(Gemm(Loops(len(uops) + t, len(uops) + t + 1, iter_out=m, dst_out=n_tiles),
-                         reset=True))
-        release = t + buffers < n_tiles
-        prog.append(Gemm(Loops(t * kt, (t + 1) * kt, iter_out=m, dst_out=n_tiles,
-                               src_out=kt), deps=Deps(pop_prev=True, push_prev=release)))
-    # the ALU walks every (row, tile) accumulator from tile 0's reset micro-op (dst 0)
-    every = Loops(len(uops), len(uops) + 1, iter_out=m, iter_in=n_tiles, dst_out=n_tiles,
-                  dst_in=1)
-    prog += [Alu("shr", every, imm=shift), Alu("max", every, imm=-128),
-             Alu("min", every, imm=127, deps=Deps(push_next=True)),
-             Store(0, c_base, 1, m * n_tiles, m * n_tiles,
-                   deps=Deps(pop_prev=True, push_prev=True)),
-             Finish(deps=Deps(pop_next=True))]
+def _matmul(m: int, k: int, n: int, weight_buffers: int, shift: int = 8):
+    """A hand-written int8 matmul kernel and the numpy result it must give."""
+    a, w = int8(m, k), int8(n, k)
+    kernel = matmul_kernel(a, w, CONFIG, shift, weight_buffers)
     want = np.clip((a.astype(np.int64) @ w.astype(np.int64).T) >> shift, -128, 127)
-    return prog, dram, c_base, want.astype(np.int8)
+    return kernel, want.astype(np.int8)
 
 
 def test_an_int8_matmul_program_matches_numpy_and_reports_its_cycles() -> None:
-    prog, dram, c_base, want = _matmul_program(m=8, k=64, n_tiles=3, double_buffer=False)
-    result = Simulator(CONFIG).run(prog, dram.array())
-    size = want.size
-    got = result.dram[c_base * 16: c_base * 16 + size].view(np.int8).reshape(8, 3, 16)
-    np.testing.assert_array_equal(got.reshape(8, 48), want)
+    kernel, want = _matmul(m=8, k=64, n=48, weight_buffers=1)
+    result = Simulator(CONFIG).run(kernel.program, kernel.dram)
+    np.testing.assert_array_equal(kernel.output(result.dram, CONFIG), want)
     stats = result.stats
     assert stats["gemm_ops"] == 8 * 3 * 4 + 8 * 3  # updates, and the resets
     assert stats["wgt_load_bytes"] == 48 * 64 and stats["out_store_bytes"] == 8 * 48
     assert 0 < stats["gemm_utilization"] < 1 and result.cycles > stats["gemm_ops"]
     assert result.seconds == pytest.approx(result.cycles / 100e6)
+    prog = kernel.program
     assert str(prog[2]) == "LOAD wgt sram=0 dram=2 1x4 stride=4  [push next]"
     assert str(prog[4]) == ("GEMM uops [0,4) x 8 x 1 dst+=3,0 src+=4,0 wgt+=0,0  "
                             "[pop prev, push prev]")
@@ -208,14 +156,12 @@ def test_an_int8_matmul_program_matches_numpy_and_reports_its_cycles() -> None:
 
 def test_double_buffered_weights_overlap_loads_with_compute() -> None:
     runs = {}
-    for double in (False, True):
-        prog, dram, c_base, want = _matmul_program(m=32, k=256, n_tiles=8,
-                                                   double_buffer=double)
-        result = Simulator(CONFIG).run(prog, dram.array())
-        got = result.dram[c_base * 16: c_base * 16 + want.size].view(np.int8)
-        np.testing.assert_array_equal(got.reshape(32, 8, 16).reshape(32, 128), want)
-        runs[double] = result
-    serial, overlapped = runs[False], runs[True]
+    for buffers in (1, 2):
+        kernel, want = _matmul(m=32, k=256, n=128, weight_buffers=buffers)
+        result = Simulator(CONFIG).run(kernel.program, kernel.dram)
+        np.testing.assert_array_equal(kernel.output(result.dram, CONFIG), want)
+        runs[buffers] = result
+    serial, overlapped = runs[1], runs[2]
     assert serial.stats["gemm_ops"] == overlapped.stats["gemm_ops"]
     # the same work; with two buffers the weight loads hide behind the GEMMs
     assert overlapped.cycles < 0.8 * serial.cycles
@@ -223,7 +169,7 @@ def test_double_buffered_weights_overlap_loads_with_compute() -> None:
 
 
 def test_the_shared_dram_port_serialises_transfers() -> None:
-    dram = Dram()
+    dram = DramImage()
     base = dram.put(int8(64, 16, 16), CONFIG.wgt_entry_bytes)
     out = dram.reserve(64, CONFIG.out_entry_bytes)
     # a weight load (load module) and a store (store module) with no tokens between them

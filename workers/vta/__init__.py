@@ -2,7 +2,7 @@
 instruction stream (``Simulator``), labelled simulated wherever its figures are reported.
 The instruction set and configuration are ``schedule.vta``'s."""
 
-from .execute import SimulationError, VtaState, pack_uops
+from .execute import SimulationError, VtaState
 from .simulator import SimResult, Simulator
 
-__all__ = ["SimResult", "SimulationError", "Simulator", "VtaState", "pack_uops"]
+__all__ = ["SimResult", "SimulationError", "Simulator", "VtaState"]

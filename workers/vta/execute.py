@@ -182,8 +182,3 @@ def _alu(op: vta.AluOp, a: np.ndarray, b: np.ndarray | np.int64) -> np.ndarray:
         return a * b
     shift = np.clip(b, -31, 31)  # shr: a negative amount shifts left
     return np.where(shift >= 0, a >> np.maximum(shift, 0), a << np.maximum(-shift, 0))
-
-
-def pack_uops(uops: list[vta.Uop]) -> np.ndarray:
-    """Micro-ops as the bytes a LOAD of ``uop`` entries reads from DRAM."""
-    return np.asarray([u.pack() for u in uops], dtype="<u4").view(np.uint8)
