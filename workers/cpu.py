@@ -57,6 +57,8 @@ _X86_ISAS = ("generic", "sse4", "avx2", "avx512")
 _RUNNABLE = {**{isa: _X86_ISAS[: i + 1] for i, isa in enumerate(_X86_ISAS)},
              "neon": ("generic", "neon")}
 _REFERENCES_KEPT = 4
+#: GFLOP/s of each repeat of the peak measurement, by target (this process's machine).
+_PEAK_RATES: dict[str, list[float]] = {}
 
 
 @functools.lru_cache(maxsize=4)
@@ -139,6 +141,7 @@ class CpuDevice(Device):
         self.target = host_cpu_target()
         self._sandbox = Sandbox()
         self._reference_sandbox = Sandbox()
+        self._baseline_sandbox = Sandbox()  # ended before the next kernel is timed
         self._references: OrderedDict[tuple[str, int], Any] = OrderedDict()  # see _reference
 
     @classmethod
@@ -256,6 +259,7 @@ class CpuDevice(Device):
 
         if inp.library:
             return self._run_baseline(build, inp, settings, result)
+        self._baseline_sandbox.close()  # no library runtime stays beside the timing
         reference = None
         if settings.check:
             try:
@@ -317,24 +321,30 @@ class CpuDevice(Device):
 
     def _run_baseline(self, build: BuildResult, inp: MeasureInput, settings: MeasureSettings,
                       result: Callable[..., MeasureResult]) -> MeasureResult:
-        """Time a baseline (``workers.baselines``) in a sandbox of its own, ended after."""
+        """Time a baseline (``workers.baselines``) in a sandbox of the baselines, ended
+        before the next kernel is timed. The peak is measured once per target in this
+        process (a property of the machine), then reused."""
+        flops = inp.workload.flops
+        if inp.library == "peak":
+            rates = _PEAK_RATES.get(str(inp.target))
+            if rates:
+                return result(ErrorKind.NONE, costs=[flops / (r * 1e9) for r in rates])
         job = {"workload": inp.workload.to_json(), "seed": settings.seed, "library": inp.library,
                "cores": inp.target.cores, "check": settings.check and inp.library != "numpy",
                "number": settings.number, "repeat": settings.repeat,
                "min_repeat_ms": settings.min_repeat_ms}
         library = self._library_file(build.library) if inp.library == "peak" else None
-        sandbox = Sandbox()
         try:
             if library is not None:
                 job["path"] = str(library)
-            outcome = sandbox.call("workers.baselines:time_peak" if library is not None
-                                   else "workers.baselines:time_library", job,
-                                   start_timeout=settings.load_timeout,
-                                   timeout=settings.run_timeout * (1 + settings.repeat))
+            outcome = self._baseline_sandbox.call(
+                "workers.baselines:time_peak" if library is not None
+                else "workers.baselines:time_library", job,
+                start_timeout=settings.load_timeout,
+                timeout=settings.run_timeout * (1 + settings.repeat))
         except SandboxError as err:
             return result(ErrorKind.DEVICE_LOST, f"{self.id}: {err}")
         finally:
-            sandbox.close()
             if library is not None:
                 library.unlink(missing_ok=True)
         if outcome.status != "ok":
@@ -346,9 +356,9 @@ class CpuDevice(Device):
             return result(ErrorKind.RUNTIME_ERROR, str(value["unavailable"])[:500])
         if library is not None:  # the peak: the time of the workload's FLOPs at that rate
             rates = [r for r in value.get("gflops", []) if isinstance(r, float) and r > 0]
-            flops = inp.workload.flops
             if not rates or not flops:
                 return result(ErrorKind.RUNTIME_ERROR, "the peak measurement gave no rate")
+            _PEAK_RATES[str(inp.target)] = rates
             return result(ErrorKind.NONE, costs=[flops / (rate * 1e9) for rate in rates])
         costs, _ = self._timing({**value, "load": 0.0}, settings)
         if costs is None:
@@ -383,3 +393,4 @@ class CpuDevice(Device):
     def close(self) -> None:
         self._sandbox.close()
         self._reference_sandbox.close()
+        self._baseline_sandbox.close()
