@@ -1,7 +1,8 @@
 """Latency hiding on the simulated ``vta`` accelerator: hand-written int8 matmul kernels
 (``schedule.vta.matmul_kernel``) with the weights in one buffer (each tile's load waits for
 the GEMMs of the tile before) and in two (loads overlap the other buffer's GEMMs, what a
-virtual thread gives), on GEMM shapes of the ResNet-18 and BERT layers as matmuls.
+virtual thread gives), on matmul shapes like the channel products of ResNet convolutions and
+BERT's projections (the whole of A, the micro-ops and C stay on chip).
 
 Prints, per shape: simulated cycles, the time at the preset's clock, GEMM-core utilisation
 (core operations / cycles) against the ideal (MACs / (BATCH x BLOCK_IN x BLOCK_OUT)), and
@@ -28,11 +29,11 @@ from workers.vta import Simulator  # noqa: E402
 
 #: (name, M, K, N): rows, reduction, output columns.
 SHAPES = [
-    ("resnet C2 1x1 as GEMM (56x56 px, 64->64), 64 rows", 64, 64, 64),
-    ("resnet 3x3 conv as GEMM (im2col 576 -> 128), 32 rows", 32, 576, 128),
-    ("resnet 1x1 (256 -> 512), 32 rows", 32, 256, 512),
-    ("bert QKV projection (768 -> 768), 16 rows", 16, 768, 768),
-    ("bert FFN (768 -> 3072), 8 rows", 8, 768, 3072),
+    ("64 rows, 64 -> 64 (a 1x1 conv's channels)", 64, 64, 64),
+    ("32 rows, 576 -> 128 (a 3x3 conv by im2col)", 32, 576, 128),
+    ("32 rows, 256 -> 512 (a 1x1 conv)", 32, 256, 512),
+    ("16 rows, 768 -> 768 (BERT's projections)", 16, 768, 768),
+    ("8 rows, 768 -> 1024 (a slice of BERT's FFN)", 8, 768, 1024),
 ]
 
 
@@ -45,7 +46,7 @@ def main() -> None:
     rng = np.random.default_rng(0)
     print(f"vta {config.batch}x{config.block_in}x{config.block_out}, {config.name}: "
           f"{config.clock_mhz:g} MHz, {config.bus_bytes * 8}-bit DRAM bus (SIMULATED)")
-    print(f"{'shape':54} {'buffers':>7} {'cycles':>9} {'time':>10} {'GEMM util':>9} "
+    print(f"{'M rows, K -> N':46} {'buffers':>7} {'cycles':>9} {'time':>10} {'GEMM util':>9} "
           f"{'ideal':>8} {'port busy':>9} {'speed-up':>8}")
     for name, m, k, n in SHAPES:
         a = rng.integers(-128, 128, (m, k), dtype=np.int8)
@@ -62,7 +63,7 @@ def main() -> None:
                 raise SystemExit(f"{name}: the kernel's output differs from numpy")
             cycles[buffers] = result.cycles
             speedup = f"{cycles[1] / result.cycles:.2f}x" if buffers == 2 else ""
-            print(f"{name:54} {buffers:>7} {result.cycles:>9} "
+            print(f"{name:46} {buffers:>7} {result.cycles:>9} "
                   f"{result.seconds * 1e6:>8.1f}us {result.stats['gemm_utilization']:>9.1%} "
                   f"{ideal / result.cycles:>8.1%} "
                   f"{result.stats['dram_port_cycles'] / result.cycles:>9.1%} {speedup:>8}"
