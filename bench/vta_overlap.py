@@ -24,8 +24,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from schedule.vta import PRESETS, VtaConfig, matmul_kernel  # noqa: E402
-from workers.vta import Simulator  # noqa: E402
+from schedule.vta import PRESETS, VtaConfig, matmul_kernel
+from workers.vta import Simulator
 
 #: (name, M, K, N): rows, reduction, output columns.
 SHAPES = [
