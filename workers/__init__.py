@@ -5,7 +5,10 @@
         results = pool.measure([MeasureInput(workload, target, steps)])
 
 A pool is a ``Builder`` and a ``Runner`` (``MeasurePool``): a new way of reaching devices
-is one new class of either. ``RayPool`` (the same interface across a Ray cluster) and
+is one new class of either. A measure input with a ``library`` is a baseline (numpy, torch,
+the target's peak: ``workers.baselines``). ``workers.vta`` simulates the FPGA accelerator;
+``serve_device`` / ``RemoteDevice`` put a device behind an authenticated server
+(``tensortune device-server``). ``RayPool`` (the same interface across a Ray cluster) and
 ``check_ray_head`` (can this process join the cluster, with which token) import Ray on
 first use.
 Imports only ``schedule`` (its top-level package).

@@ -15,6 +15,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import numpy as np
 import pytest
 from PIL import Image
 
@@ -173,23 +174,24 @@ def test_screenshot_shows_the_curve_in_the_chart(server: Server, finished_job: d
     assert shot.exists(), done.stderr[-2000:]
     image = Image.open(shot).convert("RGB")
     assert image.size == (WIDTH, HEIGHT)
+    rgb_pixels = np.asarray(image, dtype=np.int16)  # (height, width, 3)
 
-    def pixels(rgb: tuple[int, int, int]) -> list[tuple[int, int]]:
-        return [(x, y) for x in range(image.width) for y in range(image.height)
-                if all(abs(a - b) <= 12 for a, b in zip(image.getpixel((x, y)), rgb,
-                                                        strict=True))]
+    def pixels(rgb: tuple[int, int, int]) -> tuple[np.ndarray, np.ndarray]:
+        """The x and y of the pixels within 12 of ``rgb`` in each channel."""
+        ys, xs = np.nonzero((np.abs(rgb_pixels - np.array(rgb)) <= 12).all(axis=2))
+        return xs, ys
 
-    curve = pixels(CURVE_RGB)
-    assert len(curve) > 300, "no curve drawn"
+    xs, _ = pixels(CURVE_RGB)
+    assert xs.size > 300, "no curve drawn"
+    assert (xs > JOBS_PANEL_WIDTH).all()
+    assert xs.max() - xs.min() > 200  # it spans the chart, not a dot
     for name, rgb in BASELINE_RGB.items():  # a dotted line across the chart, one row
-        rows = Counter(y for x, y in pixels(rgb) if x > JOBS_PANEL_WIDTH)
+        xs, ys = pixels(rgb)
+        rows = Counter(ys[xs > JOBS_PANEL_WIDTH].tolist())
         row, count = rows.most_common(1)[0] if rows else (0, 0)
         assert count > 100, f"no {name} baseline drawn"
-        xs = [x for x, y in pixels(rgb) if y == row]
-        assert max(xs) - min(xs) > 400
-    assert all(x > JOBS_PANEL_WIDTH for x, _ in curve)
-    xs = [x for x, _ in curve]
-    assert max(xs) - min(xs) > 200  # it spans the chart, not a dot
+        on_row = xs[ys == row]
+        assert on_row.max() - on_row.min() > 400
 
 
 def test_a_model_job_shows_the_models_estimate_first(server: Server, finished_model_job: dict,
