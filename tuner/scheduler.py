@@ -77,13 +77,19 @@ class TaskScheduler:
         if self._rng.random() < self.eps:
             self.reason = f"exploration: a random task ({self.eps:.0%} of rounds)"
             return self._rng.choice(active)
-        self.reason = "the largest expected gain (weight x recent improvement per round)"
-        return max(active, key=self.expected_gain)
+        chosen = max(active, key=self.expected_gain)
+        self.reason = ("no valid program yet: tried again, valued as the costliest known task"
+                       if not math.isfinite(self.tasks[chosen].best) else
+                       "the largest expected gain (weight x recent improvement per round)")
+        return chosen
 
     def expected_gains(self) -> list[float | None]:
-        """Each task's :meth:`expected_gain` (None: retired, or not tried yet)."""
-        return [self.expected_gain(n) if t.active and t.rounds else None
-                for n, t in enumerate(self.tasks)]
+        """Each task's :meth:`expected_gain`, as reported. None: retired, not tried yet, or
+        without a valid program yet (its rounds are then valued at the costliest known
+        task's latency: a stand-in that makes the scheduler try it again, not an
+        estimate to show)."""
+        return [self.expected_gain(n) if t.active and t.rounds and math.isfinite(t.best)
+                else None for n, t in enumerate(self.tasks)]
 
     def expected_gain(self, task: int) -> float:
         """Expected reduction of the weighted latency sum from one more round of ``task``."""

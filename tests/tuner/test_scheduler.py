@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from tuner import TaskScheduler
@@ -60,3 +62,8 @@ def test_each_choice_says_why() -> None:
     assert scheduler.reason.startswith("the largest expected gain")
     scheduler.retire(0)
     assert scheduler.expected_gains()[0] is None
+    failing = TaskScheduler([1.0], "gradient", eps=0.0)
+    failing.next_task()
+    failing.record(0, 4, math.inf)  # no valid program: a stand-in value, not shown
+    assert failing.expected_gain(0) == 1.0 and failing.expected_gains() == [None]
+    assert failing.next_task() == 0 and failing.reason.startswith("no valid program yet")
