@@ -49,6 +49,8 @@ MAX_HEADER_BYTES = 8 << 20
 MAX_DRAM_BYTES = 256 << 20
 READ_TIMEOUT_S = 30.0
 MIN_KEY_BYTES = 16
+#: Connections served at once; more are closed at once (each holds a thread while it waits).
+MAX_CONNECTIONS = 32
 _SEEN_NONCES = 100_000
 DEVICES = ("vta",)
 
@@ -123,8 +125,21 @@ class DeviceServer(socketserver.ThreadingTCPServer):
         self.device_lock = threading.Lock()  # one program at a time: one device
         self._nonces: OrderedDict[str, float] = OrderedDict()
         self._nonce_lock = threading.Lock()
+        self._connections = threading.BoundedSemaphore(MAX_CONNECTIONS)
         self.sandbox = Sandbox()
         super().__init__(address, _Connection)
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        if not self._connections.acquire(blocking=False):
+            self.shutdown_request(request)
+            return
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            self._connections.release()
 
     def fresh(self, header: dict[str, Any]) -> str:
         """Why the (authentic) message is refused, or ``""``: too old or replayed."""
@@ -133,13 +148,14 @@ class DeviceServer(socketserver.ThreadingTCPServer):
             return f"the message's time is more than {MAX_SKEW_S:g} s off this server's clock"
         if not isinstance(nonce, str) or not 16 <= len(nonce) <= 64:
             return "the message has no nonce"
+        now = time.time()
         with self._nonce_lock:
             if nonce in self._nonces:
                 return "a replayed message"
-            self._nonces[nonce] = time.time()
-            while len(self._nonces) > _SEEN_NONCES or (
-                    self._nonces and next(iter(self._nonces.values())) < time.time() - 2
-                    * MAX_SKEW_S):
+            self._nonces[nonce] = now
+            # a nonce older than twice the skew cannot come back inside the time window
+            while len(self._nonces) > _SEEN_NONCES or \
+                    next(iter(self._nonces.values())) < now - 2 * MAX_SKEW_S:
                 self._nonces.popitem(last=False)
         return ""
 

@@ -45,10 +45,10 @@ def prepare_inputs(inputs: Sequence[MeasureInput],
                                     f"{type(inp).__name__} (use MeasureInput.from_json)")
         try:
             inp = inp.parsed()
-            kind = (device_types or {}).get(inp.target.kind) or device_type(inp.target.kind)
+            device = (device_types or {}).get(inp.target.kind) or device_type(inp.target.kind)
         except (ValueError, TypeError, TensorExprError) as err:
             raise MeasureInputError(f"measure input {n}: {err}") from None
-        if inp.library and inp.library not in kind.baselines:
+        if inp.library and inp.library not in device.baselines:
             raise MeasureInputError(f"measure input {n}: {inp.target.kind} devices do not "
                                     f"measure the {inp.library} baseline")
         out.append(inp)

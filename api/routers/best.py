@@ -73,22 +73,28 @@ async def best(request: Request, _: Principal = reader,
 
 _PROGRAMS: OrderedDict[str, dict[str, str]] = OrderedDict()  # record id -> its text
 _PROGRAMS_KEPT = 64
-#: Programs lowered at once (each in a sandbox process of its own); more wait their turn.
+_PROGRAMS_LOCK = threading.Lock()
+#: Programs lowered at once (each in a sandbox process of its own); a request that finds
+#: them busy for a second is answered 503 rather than holding a server thread.
 _LOWERING = threading.BoundedSemaphore(2)
-_LOWERING_WAIT_S = 30.0
+_LOWERING_WAIT_S = 1.0
 
 
 def _program_text(record: Any) -> dict[str, str]:
     """The record's program as text (lowered in a sandbox; remembered by measurement id,
     since a record never changes). Raises ``ProgramTextError``, or 503 when busy."""
-    text = _PROGRAMS.get(record.measurement_id)
-    if text is None:
-        if not _LOWERING.acquire(timeout=_LOWERING_WAIT_S):
-            raise HTTPException(503, "busy lowering other programs; try again shortly")
-        try:
-            text = program_text(record.workload, record.target, record.steps)
-        finally:
-            _LOWERING.release()
+    with _PROGRAMS_LOCK:
+        text = _PROGRAMS.get(record.measurement_id)
+    if text is not None:
+        return text
+    if not _LOWERING.acquire(timeout=_LOWERING_WAIT_S):
+        raise HTTPException(503, "busy lowering other programs; try again shortly",
+                            headers={"Retry-After": "5"})
+    try:
+        text = program_text(record.workload, record.target, record.steps)
+    finally:
+        _LOWERING.release()
+    with _PROGRAMS_LOCK:
         _PROGRAMS[record.measurement_id] = text
         while len(_PROGRAMS) > _PROGRAMS_KEPT:
             _PROGRAMS.popitem(last=False)

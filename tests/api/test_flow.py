@@ -78,6 +78,9 @@ def test_best_query_steps_build_a_correct_kernel(server: Server, finished_job: d
         with pytest.raises(ApiError) as missing:
             api.best_program("0" * 32, "cpu")
         assert missing.value.status == 404
+        with pytest.raises(ApiError) as bad_target:
+            api.best_program(workload.key, "tpu -x=1")
+        assert bad_target.value.status == 422 and "target" in bad_target.value.detail
         exported = api.export(job_id=finished_job["created"]["id"])
     s, args = make_schedule(workload, best["steps"])
     expected = kernel_source(s, args, target)

@@ -87,6 +87,12 @@ def test_bad_input_is_one_line_and_a_nonzero_exit(argv, message, url,
     assert message in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
 
 
+def test_an_unknown_baseline_is_a_usage_error(capsys: pytest.CaptureFixture[str]):
+    assert main(["tune", *MATMUL, "--baselines", "numpy,mkl"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown baseline(s) mkl" in err and "Traceback" not in err
+
+
 def test_ops_lists_every_operator_with_its_parameters(capsys: pytest.CaptureFixture[str]):
     assert main(["ops"]) == 0
     out = capsys.readouterr().out

@@ -128,10 +128,38 @@ def test_a_server_that_goes_away_is_a_lost_device(tmp_path: Path) -> None:
         client.describe()
 
 
-def test_the_command_refuses_a_short_key(tmp_path: Path) -> None:
+def test_the_command_refuses_a_short_or_missing_key_and_clients_a_bad_address(
+        tmp_path: Path) -> None:
     (tmp_path / "short.key").write_text("too short")
-    done = subprocess.run([sys.executable, "-m", "tuner", "device-server", "--port", "0",
-                           "--token-file", str(tmp_path / "short.key")],
-                          capture_output=True, text=True, timeout=60)
-    assert done.returncode != 0 and "at least 16" in done.stderr
-    assert "Traceback" not in done.stderr
+    for key_file, message in (("short.key", "at least 16"), ("none.key", "cannot read")):
+        done = subprocess.run([sys.executable, "-m", "tuner", "device-server", "--port", "0",
+                               "--token-file", str(tmp_path / key_file)],
+                              capture_output=True, text=True, timeout=60)
+        assert done.returncode != 0 and message in done.stderr
+        assert "Traceback" not in done.stderr
+    with pytest.raises(ValueError, match="expected HOST:PORT"):
+        RemoteDevice("localhost", b"k" * 32)
+
+
+def test_idle_connections_past_the_limit_are_closed_at_once(server: Server) -> None:
+    from workers.device_server import MAX_CONNECTIONS
+
+    host, port = server.address.split(":")
+    idle = [socket.create_connection((host, int(port)), timeout=10)
+            for _ in range(MAX_CONNECTIONS)]
+    try:
+        time.sleep(0.5)  # the server has taken them up
+        with socket.create_connection((host, int(port)), timeout=10) as extra:
+            extra.settimeout(10)
+            assert extra.recv(16) == b""  # closed: no thread waits on it
+    finally:
+        for sock in idle:
+            sock.close()
+    deadline = time.monotonic() + 10
+    while True:  # the idle connections' threads end once their clients went away
+        try:
+            assert server.client().describe()["status"] == "ok"
+            break
+        except DeviceLostError:
+            assert time.monotonic() < deadline
+            time.sleep(0.2)
