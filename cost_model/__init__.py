@@ -9,7 +9,8 @@
     scorer = ProgramScorer(make_cost_model("xgb", cores=target.cores), group=task_key)
     scorer.predict([lower(s, args, unroll=False), ...])   # on lowered programs (the search)
 
-The features are documented in ``FEATURES.md``. Imports only ``schedule`` (its top-level
+The features are documented in ``FEATURES.md``; ``cost_model.vta`` has the accelerator's
+(``vta_features``, ``VtaCostModel``). Imports only ``schedule`` (its top-level
 package).
 """
 
@@ -33,6 +34,7 @@ from .scorer import ProgramScorer
 from .simple_models import AnalyticModel, RandomModel, analytic_scores
 from .sklearn_model import SklearnModel
 from .snapshot import SnapshotError
+from .vta import VTA_FEATURE_NAMES, VtaCostModel, template_facts, vta_features
 from .xgb_model import XGBModel
 
 __all__ = [
@@ -40,6 +42,7 @@ __all__ = [
     "N_FEATURES",
     "N_PROGRAM_FEATURES",
     "PROGRAM_FEATURE_NAMES",
+    "VTA_FEATURE_NAMES",
     "AnalyticModel",
     "CostModel",
     "ProgramScorer",
@@ -47,6 +50,7 @@ __all__ = [
     "SklearnModel",
     "SnapshotError",
     "TrainingData",
+    "VtaCostModel",
     "XGBModel",
     "analytic_scores",
     "available_cost_models",
@@ -57,5 +61,7 @@ __all__ = [
     "pairwise_accuracy",
     "program_features",
     "register_cost_model",
+    "template_facts",
     "top_k_recall",
+    "vta_features",
 ]

@@ -360,6 +360,9 @@ class CCodegen(StmtVisitor):
     def visit_for(self, s: For) -> None:
         var = self.name(s.var, s.var.name)
         kind = s.kind
+        if kind == For.TENSORIZED:
+            raise ScheduleError(f"loop {s.var.name} is tensorized: the intrinsic has no CPU "
+                                "code generation")
         if kind not in (For.SERIAL, For.PARALLEL, For.UNROLLED, For.VECTORIZED):
             raise ScheduleError(f"loop {s.var.name} is bound to {kind}, which needs a GPU "
                                 "target; the cpu target cannot bind threads")

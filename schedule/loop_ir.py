@@ -70,6 +70,9 @@ class Stmt:
 
 class For(Stmt):
     SERIAL, PARALLEL, VECTORIZED, UNROLLED = "serial", "parallel", "vectorized", "unrolled"
+    #: The outermost loop of a nest a tensor intrinsic computes (only targets that have
+    #: the intrinsic generate code for it).
+    TENSORIZED = "tensorized"
     __slots__ = ("body", "extent", "kind", "pragmas", "var")
     visit_method = "visit_for"
 

@@ -296,10 +296,6 @@ class _Lowering:
         local = [values[a] for a in st.op.axis]
         body = transform(substitute(self.bodies[st], coords), self._load)
         guards = self._guards(st, values)
-        for iv in leaves:
-            if iv in st.tensorized:
-                raise ScheduleError(f"tensorize on {st.name}.{iv.name}: intrinsic "
-                                    f"{st.tensorized[iv]} has no CPU code generation")
         if isinstance(body, Reduce):
             acc = buf.load(local)
             update: Expr = st.op.body.reducer.combine(acc, body.source)
@@ -333,6 +329,8 @@ class _Lowering:
             kind = _KIND.get(st.annotations.get(iv, ""), For.SERIAL)
             if iv in st.annotations and st.annotations[iv] not in _KIND:
                 kind = st.annotations[iv]  # a thread binding: only GPU targets accept it
+            if iv in st.tensorized:  # the nest from here inward is the intrinsic's
+                kind = For.TENSORIZED
             inner = For(iv.var, self.extents[iv], kind, inner, st.pragmas.get(iv))
             if init is not None and iv is init[0]:
                 inner = Seq([init[1], inner])

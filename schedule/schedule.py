@@ -21,7 +21,9 @@ from .tensor import ComputeOp, IterVar, Operation, PlaceholderOp, Reduce, Tensor
 ANNOTATIONS = ("parallel", "vectorize", "unroll")
 THREAD_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z", "threadIdx.x", "threadIdx.y",
                "threadIdx.z", "vthread", "cthread")
-SCOPES = ("global", "local", "shared")
+SCOPES = ("global", "local", "shared", "inp", "wgt", "acc")
+"""Buffer scopes: memory, a thread's registers, a GPU block's shared memory, and the vta
+accelerator's input, weight and accumulator buffers."""
 PRAGMAS = ("auto_unroll_max_step", "unroll_explicit")
 
 
@@ -249,6 +251,16 @@ class Stage:
                              f"got factor={factor}, offset={offset}")
         self.align[dim - 1] = (factor, offset)
         self._record(["storage_align", self.name, iv.name, factor, offset])
+
+    def set_scope(self, scope: str) -> None:
+        """Keep this (intermediate) stage's buffer in ``scope`` (e.g. the accelerator's
+        accumulator) instead of memory."""
+        if scope not in SCOPES:
+            raise self._fail("set_scope", f"unknown scope {scope!r}; known: {', '.join(SCOPES)}")
+        if self.is_output or self.is_placeholder:
+            raise self._fail("set_scope", "inputs and outputs stay in memory")
+        self.scope = scope
+        self._record(["set_scope", self.name, scope])
 
     def tensorize(self, ref: IterVar | str, intrin: Any) -> None:
         """Replace the loop nest from ``axis`` inward by a declared tensor intrinsic."""
@@ -598,6 +610,7 @@ _STEP_ARITY = {
     "split": 4, "split_nparts": 4, "reorder": 3, "fuse": 3, "parallel": 3, "vectorize": 3,
     "unroll": 3, "bind": 4, "pragma": 5, "storage_align": 5, "tensorize": 4, "compute_at": 4,
     "compute_inline": 2, "compute_root": 2, "cache_read": 4, "cache_write": 3, "rfactor": 4,
+    "set_scope": 3,
 }
 
 
@@ -630,6 +643,8 @@ def _apply_step(s: Schedule, step: Sequence[Any]) -> None:
         stage.storage_align(args[0], args[1], args[2])
     elif kind == "tensorize":
         stage.tensorize(args[0], args[1])
+    elif kind == "set_scope":
+        stage.set_scope(args[0])
     elif kind == "compute_at":
         stage.compute_at(s[args[0]], args[1])
     elif kind == "compute_inline":

@@ -36,6 +36,7 @@ from .rules import (
 from .sketch import InvalidProgram, Sketch, SketchOp, decision_space, instantiate, sampler
 from .space import ChoiceDecision, Decision, TileDecision
 from .task import SearchTask
+from .vta import VtaPolicy, template_space
 
 #: The cost models a policy can be guided by (``tensortune tune --cost-model``).
 COST_MODELS = ("xgb", "sklearn", "analytic", "random")
@@ -78,6 +79,7 @@ __all__ = [
     "SketchOp",
     "SketchPolicy",
     "TileDecision",
+    "VtaPolicy",
     "decision_space",
     "generate_sketches",
     "instantiate",
@@ -89,6 +91,7 @@ __all__ = [
     "sampler",
     "searchable_kinds",
     "steps_key",
+    "template_space",
     "unregister_policy",
     "unregister_sketch_rule",
 ]

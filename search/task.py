@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 
 from schedule import Target, Workload
 
-from .registry import searchable_kinds
+from .registry import check_task, searchable_kinds
 
 
 @dataclass
@@ -23,6 +23,7 @@ class SearchTask:
             raise ValueError(f"search: no sketch rules for target kind {self.target.kind!r} "
                              f"yet (no registered policy searches it; searchable: "
                              f"{', '.join(searchable_kinds())})")
+        check_task(self.workload, self.target)
         if not self.name:
             self.name = repr(self.workload)
 

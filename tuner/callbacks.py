@@ -13,7 +13,7 @@ import time
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from workers import MeasureResult
+from workers import MeasureResult, simulated_facts
 
 from .trial import Trial
 
@@ -68,9 +68,10 @@ class ReportProgress(MeasureCallback):
 
     def on_result(self, job: JobRunner, trial: Trial, result: MeasureResult) -> None:
         if not trial.reconfirm:
+            facts = simulated_facts(result.provenance.settings)
             job.tasks[trial.task].observe(trial.candidate.steps, result.median_cost,
                                           result.error_kind.value, result.noise,
-                                          result.disturbed)
+                                          result.disturbed, facts)
             job.save_progress()
 
     def on_batch(self, job: JobRunner, trials: Sequence[Trial],

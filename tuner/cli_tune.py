@@ -128,6 +128,12 @@ def format_summary(summary: dict[str, Any]) -> str:
                      f"{task['best_gflops'] or 0:.1f} GFLOP/s"
                      f"{' (confirmed)' if task['confirmed'] else ''}")
         lines.extend(_baseline_lines(task))
+        facts = task.get("best_facts")
+        if facts and "cycles" in facts:
+            utilised = 100 * facts.get("mac_utilization", 0)
+            lines.append(f"    simulated: {facts['cycles']:,} cycles at "
+                         f"{facts['clock_mhz']:g} MHz, GEMM core {utilised:.1f}% utilised "
+                         "(the latency above is the simulated time)")
         if task.get("disturbed"):
             lines.append(f"    the machine was busy: {task['disturbed']} of {task['trials']} "
                          "figures stayed disturbed after re-measuring (slowdown up to "

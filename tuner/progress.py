@@ -61,16 +61,22 @@ class TaskProgress:
     #: what the job measured the task against: {"numpy": {"latency_s": s | None,
     #: "error": why not}, ...}; "peak" is the time of its FLOPs at the target's peak
     baselines: dict[str, dict[str, Any]] = field(default_factory=dict)
+    #: what a simulated device said of the best program: cycles, the GEMM core's
+    #: utilisation, the clock (``workers.simulated_facts``); empty for timed devices
+    best_facts: dict[str, Any] = field(default_factory=dict)
 
     def observe(self, steps: Steps, cost: float | None, error_kind: str,
-                noise: float = 1.0, disturbed: bool = False) -> None:
-        """Count one measured candidate (``cost`` None when it failed)."""
+                noise: float = 1.0, disturbed: bool = False,
+                facts: dict[str, Any] | None = None) -> None:
+        """Count one measured candidate (``cost`` None when it failed; ``facts``: a
+        simulated device's figures of it)."""
         self.trials += 1
         self.errors[error_kind] += 1
         self.disturbed += disturbed
         self.max_noise = max(self.max_noise, noise)
         if cost is not None and cost < self.best_cost:
             self.best_cost, self.best_steps, self.confirmed = cost, steps, False
+            self.best_facts = dict(facts or {})
             self.since_improvement = 0
         else:
             self.since_improvement += 1
@@ -104,6 +110,7 @@ class TaskProgress:
             else None,
             "chosen_because": self.chosen_because,
             "baselines": self.baselines,
+            **({"best_facts": self.best_facts} if self.best_facts else {}),
         }
 
 

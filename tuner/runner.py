@@ -42,6 +42,7 @@ from workers import (
     MeasureResult,
     Pool,
     RayAccessError,
+    simulated_facts,
 )
 
 from .callbacks import MeasureCallback, default_callbacks
@@ -172,13 +173,15 @@ class JobRunner:
                 continue
             seen.add(steps.key)
             task.observe(steps, record.median_cost, record.error_kind,
-                         record.measure.get("noise", 1.0), is_disturbed(record))
+                         record.measure.get("noise", 1.0), is_disturbed(record),
+                         simulated_facts(record.measure))
         if own:
             task.state = "tuning"
             task.curve.append((task.trials, task.best_cost))
         for record, steps in others:
             if record.median_cost is not None and record.median_cost < task.best_cost:
                 task.best_cost, task.best_steps = record.median_cost, steps
+                task.best_facts = simulated_facts(record.measure) or {}
         start = time.perf_counter()
         if own or others:
             policy.warm_start([past_measurement(r, steps) for r, steps in own + others

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from schedule import Target, Workload
-from search import COST_MODELS, POLICIES, policy_kinds, searchable_kinds
+from search import COST_MODELS, POLICIES, SearchTask, policy_kinds, searchable_kinds
 from workers import BASELINES, MeasureSettings
 
 from .scheduler import SCHEDULERS
@@ -113,6 +113,11 @@ class JobSpec:
             raise SpecError(f"target: no search rules for {target.kind!r} targets yet "
                             f"(only {', '.join(searchable_kinds())} can be tuned)")
         object.__setattr__(self, "target", target)
+        for n, task in enumerate(self.tasks):
+            try:
+                SearchTask(task.workload, target)
+            except ValueError as err:
+                raise SpecError(f"workloads[{n}]: {error_message(err)}") from None
         _check_int("trials", self.trials, 1, MAX_TRIALS)
         _check_int("batch_size", self.batch_size, 1, MAX_BATCH)
         _check_int("reconfirm", self.reconfirm, 0, 64)

@@ -57,6 +57,7 @@ from .pool import LocalPool, MeasurePool, Pool
 from .program_text import ProgramTextError, program_text
 from .runner import BuiltCandidate, LocalRunner, ResultCallback, Runner
 from .sandbox import Outcome, Sandbox, SandboxError
+from .vta import VtaDevice, simulated_facts
 
 __all__ = [
     "BASELINES",
@@ -89,6 +90,7 @@ __all__ = [
     "Runner",
     "Sandbox",
     "SandboxError",
+    "VtaDevice",
     "check_ray_head",
     "device_kinds",
     "device_type",
@@ -98,6 +100,7 @@ __all__ = [
     "register_device",
     "require_ray_node",
     "serve_device",
+    "simulated_facts",
     "unregister_device",
     "use_token_file",
     "worker_command",

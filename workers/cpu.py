@@ -7,12 +7,9 @@ started, optionally runs the kernel once for the correctness check, then calls t
 kernel's ``<entry>_time`` function (TVM's time evaluator: warm-up call, ``repeat`` timings
 of ``number`` calls lasting at least ``min_repeat_ms``, optional cache flush).
 
-The reference outputs are derived from user input (a declarative DAG is compiled and run;
-an operator's numpy reference allocates what its shapes say), so they are computed in a
-sandbox too, once per workload and seed; the runner process only compares bytes. That
-sandbox is not the timing one, and it is ended after each computation: a BLAS or OpenMP
-runtime left spinning by the reference would slow the kernels timed after it. A workload
-whose reference fails gets results marked ``workload_error`` (the tuner rejects it).
+The reference outputs are computed in a sandbox of their own (``workers.reference``); the
+runner process only compares bytes. A workload whose reference fails gets results marked
+``workload_error`` (the tuner rejects it).
 """
 
 from __future__ import annotations
@@ -23,7 +20,6 @@ import socket
 import subprocess
 import tempfile
 import time
-from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
@@ -50,13 +46,13 @@ from .baselines import BASELINES, peak_source
 from .device import BuildResult, Device, register_device
 from .interference import Window, noise
 from .measure import ErrorKind, MeasureInput, MeasureResult, MeasureSettings, Provenance
+from .reference import REFERENCE_JOB, ReferenceOutputs, compare_outputs
 from .sandbox import Sandbox, SandboxError
 
 # ISAs a host can run, by the host's own ISA (weakest first).
 _X86_ISAS = ("generic", "sse4", "avx2", "avx512")
 _RUNNABLE = {**{isa: _X86_ISAS[: i + 1] for i, isa in enumerate(_X86_ISAS)},
              "neon": ("generic", "neon")}
-_REFERENCES_KEPT = 4
 #: GFLOP/s of each repeat of the peak measurement, by target (this process's machine).
 _PEAK_RATES: dict[str, list[float]] = {}
 
@@ -91,40 +87,6 @@ def time_kernel(started: Callable[[], None], job: dict[str, Any]) -> tuple[Any, 
     return {"costs": costs, "load": window.other_load()}, outputs
 
 
-def reference_outputs(started: Callable[[], None],
-                      job: dict[str, Any]) -> tuple[Any, list[bytes]]:
-    """Sandbox job: the workload's expected outputs for its inputs of ``seed``, as
-    (dtype, shape) pairs and their bytes."""
-    workload = Workload.from_json(job["workload"])
-    inputs = workload.random_inputs(job["seed"])
-    started()
-    outputs = [np.ascontiguousarray(out) for out in workload.reference(inputs)]
-    return [[str(out.dtype), list(out.shape)] for out in outputs], [o.tobytes() for o in outputs]
-
-
-def compare_outputs(blobs: list[bytes], reference: list[np.ndarray]) -> str:
-    """Why the outputs differ from the reference, or ``""`` when they match."""
-    if len(blobs) != len(reference):
-        return f"the kernel returned {len(blobs)} outputs, the reference has {len(reference)}"
-    for n, (blob, ref) in enumerate(zip(blobs, reference, strict=True)):
-        if len(blob) != ref.nbytes:
-            return f"output {n} has {len(blob)} bytes, expected {ref.nbytes}"
-        out = np.frombuffer(blob, dtype=ref.dtype).reshape(ref.shape)
-        if np.issubdtype(ref.dtype, np.floating):
-            rtol = 1e-2 if ref.dtype == np.float16 else 1e-3
-            scale = float(np.nanmax(np.abs(ref), initial=1.0))
-            close = np.isclose(out, ref, rtol=rtol, atol=rtol * max(1.0, scale),
-                               equal_nan=True)
-        else:
-            close = out == ref
-        if not close.all():
-            bad = int(np.argmin(close.reshape(-1)))
-            return (f"output {n} differs from the reference at {int((~close).sum())} of "
-                    f"{close.size} elements (first at flat index {bad}: "
-                    f"{out.reshape(-1)[bad]!r} != {ref.reshape(-1)[bad]!r})")
-    return ""
-
-
 @register_device
 class CpuDevice(Device):
     """The host CPU as a measurement device."""
@@ -133,16 +95,15 @@ class CpuDevice(Device):
     resource = "cpu-measure"
     baselines = BASELINES
     #: The sandbox job that computes a workload's reference outputs.
-    reference_job: ClassVar[str] = "workers.cpu:reference_outputs"
+    reference_job: ClassVar[str] = REFERENCE_JOB
 
     def __init__(self, node: str = ""):
         super().__init__(node)
         self.host = socket.gethostname()
         self.target = host_cpu_target()
         self._sandbox = Sandbox()
-        self._reference_sandbox = Sandbox()
         self._baseline_sandbox = Sandbox()  # ended before the next kernel is timed
-        self._references: OrderedDict[tuple[str, int], Any] = OrderedDict()  # see _reference
+        self._references = ReferenceOutputs(self.reference_job)
 
     @classmethod
     def count_here(cls) -> int:
@@ -202,42 +163,7 @@ class CpuDevice(Device):
 
     def _reference(self, workload: Workload, settings: MeasureSettings
                    ) -> list[np.ndarray] | tuple[str, bool]:
-        """The expected outputs (computed in the sandbox), or why they could not be and
-        whether that is for good. A reference that raised or crashed keeps failing without
-        running again; one that timed out (a busy machine, perhaps) is tried again."""
-        key = (workload.key, settings.seed)
-        if key not in self._references:
-            answer = self._compute_reference(workload, settings)
-            if isinstance(answer, tuple) and not answer[1]:
-                return answer
-            self._references[key] = answer
-            while len(self._references) > _REFERENCES_KEPT:
-                self._references.popitem(last=False)
-        self._references.move_to_end(key)
-        return self._references[key]
-
-    def _compute_reference(self, workload: Workload, settings: MeasureSettings
-                           ) -> list[np.ndarray] | tuple[str, bool]:
-        """The outputs, or (why not, whether that holds for good)."""
-        job = {"workload": workload.to_json(), "seed": settings.seed}
-        try:
-            outcome = self._reference_sandbox.call(
-                self.reference_job, job, start_timeout=settings.load_timeout,
-                timeout=settings.load_timeout + settings.run_timeout)
-        finally:
-            self._reference_sandbox.close()  # nothing of it stays running beside the timing
-        why = "the workload's reference outputs could not be computed: "
-        if outcome.status == "raised":
-            return why + outcome.message, True
-        if outcome.status == "crashed":
-            return why + f"it crashed its sandbox ({outcome.message})", True
-        if outcome.status != "ok":
-            return why + f"it {outcome.message}", False
-        try:
-            return [np.frombuffer(blob, dtype=np.dtype(dtype)).reshape(shape) for (dtype, shape),
-                    blob in zip(outcome.value, outcome.blobs, strict=True)]
-        except (TypeError, ValueError):
-            return why + "the sandbox answered with malformed outputs", True
+        return self._references.get(workload, settings)
 
     @staticmethod
     def _library_file(library: bytes) -> Path:
@@ -392,5 +318,5 @@ class CpuDevice(Device):
 
     def close(self) -> None:
         self._sandbox.close()
-        self._reference_sandbox.close()
+        self._references.close()
         self._baseline_sandbox.close()

@@ -17,8 +17,7 @@ from types import TracebackType
 from schedule import TensorExprError
 
 from .builder import Builder, LocalBuilder, failed_build_result
-from .cpu import CpuDevice
-from .device import Device, device_type
+from .device import Device, device_kinds, device_type
 from .measure import (
     ErrorKind,
     MeasureInput,
@@ -122,13 +121,15 @@ class MeasurePool(Pool):
 
 
 class LocalPool(MeasurePool):
-    """Measures on this machine: ``devices`` (default: this CPU) and a
+    """Measures on this machine: ``devices`` (default: one of each registered kind this
+    machine has, e.g. the CPU and the simulated vta accelerator) and a
     :class:`LocalBuilder` with ``build_workers`` processes (default: one per core)."""
 
     def __init__(self, settings: MeasureSettings | None = None,
                  devices: Sequence[Device] | None = None, build_workers: int | None = None):
         settings = settings or MeasureSettings()
-        devices = list(devices) if devices is not None else [CpuDevice()]
+        devices = list(devices) if devices is not None else [
+            device_type(kind)() for kind in device_kinds() if device_type(kind).count_here()]
         super().__init__(LocalBuilder(build_workers, settings.compile_timeout,
                                       {d.kind: type(d) for d in devices}),
                          LocalRunner(devices, settings))

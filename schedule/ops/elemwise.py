@@ -121,6 +121,19 @@ def clip(x: Tensor, a_min: float | int, a_max: float | int, name: str | None = N
     return _unary("clip", lambda v: te.min(te.max(v, lo), hi), x, name)
 
 
+def requantize(x: Tensor, shift: int, name: str = "T_requant") -> Tensor:
+    """int32 accumulators back to int8, as a quantized network does between layers:
+    ``int8(clip(floor(x / 2**shift), -128, 127))`` (the division is an arithmetic shift)."""
+    if x.dtype != "int32":
+        raise ValueError(f"requantize: needs int32 accumulators, got {x.dtype}")
+    if not 0 <= shift <= 30:
+        raise ValueError(f"requantize: shift must be in 0..30, got {shift}")
+    lo, hi, scale = te.const(-128, "int32"), te.const(127, "int32"), te.const(1 << shift, "int32")
+    return te.compute(x.shape, lambda *i: te.cast("int8", te.min(te.max(
+        te.floordiv(x[i], scale), lo), hi)), name=name,
+        tag=tags.make(tags.INJECTIVE, tags.ELEMWISE))
+
+
 def bias_add(data: Tensor, bias: Tensor, axis: int = 1, name: str = "T_bias_add") -> Tensor:
     """``data + bias`` with the 1-d ``bias`` along ``axis`` (1: channels of NCHW, like TVM)."""
     axis = normalize_axis(axis, data.ndim, "bias_add")

@@ -286,6 +286,10 @@ def clip(x: np.ndarray, a_min: float, a_max: float) -> np.ndarray:
     return _out(np.clip(_wide(x), a_min, a_max), x.dtype)
 
 
+def requantize(x: np.ndarray, shift: int) -> np.ndarray:
+    return _out(np.clip(np.floor_divide(_wide(x), 1 << shift), -128, 127), "int8")
+
+
 def bias_add(data: np.ndarray, bias: np.ndarray, axis: int = 1) -> np.ndarray:
     axis %= data.ndim
     shape = [1] * data.ndim

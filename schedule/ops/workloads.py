@@ -17,7 +17,7 @@ from typing import Any
 
 from . import reference as ref
 from .conv import CONV_LAYOUTS, conv2d_nchw, conv2d_nhwc, depthwise_conv2d_nchw
-from .elemwise import CHAIN_OPS, elementwise_chain
+from .elemwise import CHAIN_OPS, elementwise_chain, requantize
 from .linalg import ACTIVATIONS, batch_matmul, dense, matmul
 from .nn import layer_norm, log_softmax, softmax
 from .pool import avg_pool2d, max_pool2d
@@ -80,6 +80,8 @@ MATMUL = OpSpec(
 
 
 def _dense_out(p: P) -> str:
+    if p["requant_shift"] >= 0:
+        return "T_requant"
     if p["activation"] != "none":
         return f"T_{p['activation']}"
     return "T_bias_add" if p["bias"] else "T_dense"
@@ -91,12 +93,27 @@ def _dense_args(p: P) -> list[Arg]:
     args = [Arg("X", (M, K), dt, lo, hi), Arg("W", (N, K), dt, lo, hi)]
     if p["bias"]:
         args.append(Arg("bias", (N,), _acc(dt), lo, hi))
-    return [*args, Arg(_dense_out(p), (M, N), _acc(dt))]
+    out_dtype = "int8" if p["requant_shift"] >= 0 else _acc(dt)
+    return [*args, Arg(_dense_out(p), (M, N), out_dtype)]
 
 
 def _dense_check(p: P) -> None:
     if p["activation"] == "gelu" and not p["dtype"].startswith("float"):
         fail("activation", f"gelu needs a float dtype, got {p['dtype']}")
+    if p["requant_shift"] >= 0 and p["dtype"] != "int8":
+        fail("requant_shift", f"requantization needs int8 inputs, got {p['dtype']}")
+
+
+def _dense_build(t: list[Any], p: P) -> Any:
+    out = dense(t[0], t[1], t[2] if p["bias"] else None, p["activation"],
+                out_dtype=_acc(p["dtype"]))
+    return requantize(out, p["requant_shift"]) if p["requant_shift"] >= 0 else out
+
+
+def _dense_reference(a: list[Any], p: P) -> Any:
+    out = ref.dense(a[0], a[1], a[2] if p["bias"] else None, p["activation"],
+                    out_dtype=_acc(p["dtype"]))
+    return ref.requantize(out, p["requant_shift"]) if p["requant_shift"] >= 0 else out
 
 
 DENSE = OpSpec(
@@ -107,14 +124,17 @@ DENSE = OpSpec(
             Param("bias", "bool", default=True, description="add a bias vector"),
             Param("activation", "str", default="none", choices=ACTIVATIONS,
                   description="activation after the bias"),
-            _dtype(LINALG_DTYPES)),
+            _dtype(LINALG_DTYPES),
+            Param("requant_shift", "int", default=-1, minimum=-1, maximum=30,
+                  description="int8 only: when 0 or more, the int32 result is requantized to "
+                              "int8 as clip(y >> shift, -128, 127) (a quantized network's "
+                              "layer); -1 keeps int32")),
     args_fn=_dense_args,
-    build_fn=lambda t, p: dense(t[0], t[1], t[2] if p["bias"] else None, p["activation"],
-                                out_dtype=_acc(p["dtype"])),
-    reference_fn=lambda a, p: ref.dense(a[0], a[1], a[2] if p["bias"] else None,
-                                        p["activation"], out_dtype=_acc(p["dtype"])),
+    build_fn=_dense_build,
+    reference_fn=_dense_reference,
     flops_fn=lambda p: p["M"] * p["N"] * (2 * p["K"] + int(p["bias"])
-                                          + int(p["activation"] != "none")),
+                                          + int(p["activation"] != "none")
+                                          + 3 * int(p["requant_shift"] >= 0)),
     check_fn=_dense_check,
 )
 

@@ -1,0 +1,135 @@
+"""The ``sketch`` policy for ``vta`` targets.
+
+An accelerator program has one sketch, the rules' fixed part (``schedule.vta.Template``):
+tile the output to the GEMM core's blocks, keep the accumulator in the acc buffer and
+compute it per output tile, cache the input and weight tiles into their buffers per
+reduction tile, tensorize the innermost block with the core's GEMM intrinsic, and
+requantize on the ALU before the store. Its annotations are the knobs: the output tile
+(``tile_m`` x ``tile_n`` blocks), the reduction tile (``tile_k``), and 1 or 2 virtual threads
+over the m or n tiles. Every knob is a divisor of its dimension and the buffers (duplicated
+per virtual thread) must hold the tiles, which leaves a space of a few thousand points at
+most: the policy enumerates it, scores every unmeasured point with the vta cost model
+(``cost_model.vta``: analytic before measurements, XGBoost after), and proposes the best
+ones plus an epsilon-greedy share of random ones. The untuned default — the smallest
+tiles, no virtual threads — is proposed first, so a tuning run shows its gain over it.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from cost_model import VtaCostModel, vta_features
+from schedule import Steps, vta
+
+from .base import Candidate, PastMeasurement, SearchPolicy, SearchStats
+from .registry import register_policy, register_task_check
+from .task import SearchTask
+
+_EXPLORE = 0.25
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def template_space(blocks: tuple[int, int, int], config: vta.VtaConfig) -> list[vta.Template]:
+    """Every template whose tiles divide the blocks and fit the buffers."""
+    bm, bn, bk = blocks
+    space = []
+    for tm, tn, tk in itertools.product(_divisors(bm), _divisors(bn), _divisors(bk)):
+        for lanes, axis in ((1, "n"), (2, "m"), (2, "n")):
+            tiles = bm // tm if axis == "m" else bn // tn
+            if lanes > 1 and tiles % lanes:
+                continue
+            if lanes * tm * tk > config.inp_depth or lanes * tn * tk > config.wgt_depth or \
+                    lanes * tm * tn > config.acc_depth:
+                continue
+            space.append(vta.Template(tm, tn, tk, lanes, axis))
+    return space
+
+
+class VtaPolicy(SearchPolicy):
+    """See the module docstring. ``scorer`` names a cost model for the interface's sake:
+    ``random`` scores blindly, anything else uses the vta model."""
+
+    def __init__(self, task: SearchTask, scorer: str | None = None, seed: int = 0,
+                 params: Any = None):
+        self.task = task
+        self.stats = SearchStats()
+        self.rng = random.Random(seed)
+        self.config = vta.VtaConfig.for_target(task.target)
+        self.compute = vta.VtaCompute(task.workload, self.config)
+        self.blocks = self.compute.blocks
+        self.space = template_space(self.blocks, self.config)
+        self.model = VtaCostModel(seed) if scorer != "random" else None
+        self._features = {t: vta_features(t, self.blocks, self.config) for t in self.space}
+        self._keys: dict[str, vta.Template] = {}
+        self._done: set[vta.Template] = set()
+
+    def _steps(self, t: vta.Template) -> Steps:
+        steps = self.compute.template_steps(t)
+        self._keys[steps.key] = t
+        return steps
+
+    def _template_of(self, steps: Steps) -> vta.Template | None:
+        if steps.key not in self._keys:  # from elsewhere (a database): map the space once
+            for t in self.space:
+                if t not in self._done:
+                    self._steps(t)
+        return self._keys.get(steps.key)
+
+    def propose(self, n: int) -> list[Candidate]:
+        start = time.perf_counter()
+        open_ = [t for t in self.space if t not in self._done]
+        picks: list[vta.Template] = []
+        default = vta.Template()
+        if default in open_:
+            picks.append(default)
+        if self.model is None:
+            ranked = self.rng.sample(open_, len(open_))
+        else:
+            scores = self.model.predict([self._features[t] for t in open_])
+            ranked = [open_[i] for i in sorted(range(len(open_)), key=lambda i: -scores[i])]
+        explore = max(1, int(n * _EXPLORE)) if n > 1 else 0
+        for t in ranked:
+            if len(picks) >= n - explore:
+                break
+            if t not in picks:
+                picks.append(t)
+        rest = [t for t in open_ if t not in picks]
+        picks += self.rng.sample(rest, min(len(rest), n - len(picks)))
+        self._done.update(picks)
+        self.stats.proposals += len(picks)
+        self.stats.sampled += len(picks)
+        self.stats.seconds += time.perf_counter() - start
+        return [Candidate(self._steps(t)) for t in picks]
+
+    def notify(self, candidates: Sequence[Candidate], costs: Sequence[float | None]) -> None:
+        rows, seconds = [], []
+        for cand, cost in zip(candidates, costs, strict=True):
+            t = self._template_of(cand.steps)
+            if t is None:
+                continue
+            self._done.add(t)
+            rows.append(self._features[t])
+            seconds.append(cost)
+        if self.model is not None and rows:
+            self.model.update(rows, seconds)
+
+    def warm_start(self, past: Sequence[PastMeasurement]) -> int:
+        self.notify([Candidate(Steps.of(p.steps)) for p in past], [p.cost for p in past])
+        return 0
+
+
+def _check_task(workload: Any, target: Any) -> None:
+    vta.VtaCompute(workload, vta.VtaConfig.for_target(target))  # VtaUnsupported says why
+
+
+register_task_check("vta", _check_task)
+register_policy("sketch", VtaPolicy, ("vta",))
+register_policy("random", lambda task, scorer=None, seed=0, params=None:
+                VtaPolicy(task, "random", seed, params), ("vta",))
