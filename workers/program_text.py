@@ -1,5 +1,6 @@
 """A stored program as text, for people: its lowered loop IR and the source generated for
-its target, made from (workload, target, steps) in a sandbox.
+its target (C for cpu, the instruction listing for vta), made from (workload, target, steps)
+in a sandbox.
 
 Steps and workloads come from the database, which takes records from users (imports,
 uploads): lowering them runs their bounds arithmetic and the code generator on sizes a
@@ -12,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from schedule import Steps, Target, Workload, kernel_source, make_schedule
+from schedule import Steps, Target, Workload, kernel_source, lower, make_schedule, vta
 
 from .sandbox import Sandbox, SandboxError
 
@@ -30,8 +31,14 @@ def lowered_program(started: Callable[[], None], job: dict[str, Any]) -> tuple[A
     """Sandbox job: the loop IR and generated source of ``steps`` on ``workload``."""
     started()
     workload = Workload.from_json(job["workload"])
-    s, args = make_schedule(workload, Steps.of(job["steps"]))
-    kernel = kernel_source(s, args, Target.parse(job["target"]))
+    steps, target = Steps.of(job["steps"]), Target.parse(job["target"])
+    if target.kind == "vta":  # the packed computation's loops, and the instruction listing
+        compute, program = vta.compile_workload(workload, steps, vta.VtaConfig.for_target(
+            target))
+        func = lower(compute.schedule(steps), compute.tensors, unroll=False)
+        return {"loop_ir": str(func)[:_MAX_TEXT], "source": str(program)[:_MAX_TEXT]}, []
+    s, args = make_schedule(workload, steps)
+    kernel = kernel_source(s, args, target)
     return {"loop_ir": str(kernel.func)[:_MAX_TEXT], "source": kernel.source[:_MAX_TEXT]}, []
 
 

@@ -125,7 +125,8 @@ def test_the_pool_goes_on_after_the_bad_batch(pool: LocalPool, batch) -> None:
 @pytest.mark.parametrize(("inp", "message"), [
     (MeasureInput(MATMUL, "tpu", []), "measure input 1: unknown target kind 'tpu'"),
     (MeasureInput(MATMUL, "cpu -isa=avx9", []), "measure input 1: unknown cpu isa 'avx9'"),
-    (MeasureInput(MATMUL, "vta", []), "no measurement device for target kind 'vta'"),
+    (MeasureInput(MATMUL, "cuda -arch=sm_80", []),
+     "no measurement device for target kind 'cuda'"),
     (MeasureInput({"op": "matmull", "params": {}}, "cpu", []),
      "measure input 1: unknown operator 'matmull'"),
     (MeasureInput({"op": "matmul", "params": {"M": -1, "N": 1, "K": 1}}, "cpu", []),
