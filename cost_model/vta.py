@@ -22,7 +22,8 @@ import numpy as np
 from schedule import vta
 
 VTA_FEATURE_NAMES = (
-    "log_tile_m", "log_tile_n", "log_tile_k", "vthreads", "vthread_over_m",
+    "log_tile_m", "log_tile_n", "log_tile_k", "log_tile_h", "log_tile_w", "vthreads",
+    "vthread_over_m", "vthread_over_h",
     "log_inp_bytes", "log_wgt_bytes", "log_out_bytes", "log_dma_cycles", "log_compute_cycles",
     "log_instructions", "log_loads", "dma_over_compute", "log_analytic_cycles",
     "inp_fill", "wgt_fill", "acc_fill", "log_k_steps", "log_out_tiles",
@@ -34,42 +35,45 @@ def _log(x: float) -> float:
     return math.log2(max(x, 1.0))
 
 
-def template_facts(t: vta.Template, blocks: tuple[int, int, int],
+def template_facts(t: vta.Template, shape: vta.GemmShape,
                    config: vta.VtaConfig) -> dict[str, float]:
-    """Analytic facts of template ``t`` on a GEMM of ``blocks`` (M, N, K in core blocks)."""
-    bm, bn, bk = blocks
-    out_tiles = (bm // t.tile_m) * (bn // t.tile_n)
-    k_steps = bk // t.tile_k
-    inp = bm * bk * (bn // t.tile_n) * config.inp_entry_bytes
-    wgt = bn * bk * (bm // t.tile_m) * config.wgt_entry_bytes
-    out = bm * bn * config.out_entry_bytes
-    loads = out_tiles * k_steps * 2
-    rows = out_tiles * k_steps * (t.tile_m + t.tile_n)  # DMA rows opened
-    dma = (inp + wgt + out) / config.bus_bytes + 2 * rows + config.dma_latency * (
+    """Analytic facts of template ``t`` on a computation of ``shape`` (in core blocks)."""
+    g = shape
+    out_tiles = (g.m // t.tile_m) * (g.n // t.tile_n) * (g.h // t.tile_h) * (g.w // t.tile_w)
+    k_steps = g.k // t.tile_k
+    steps = out_tiles * k_steps
+    rows, cols = g.input_rows(t.tile_h), g.input_rows(t.tile_w)
+    inp = steps * t.tile_m * t.tile_k * rows * cols * config.inp_entry_bytes
+    wgt = steps * t.tile_n * t.tile_k * g.r * g.s * config.wgt_entry_bytes
+    out = g.m * g.n * g.h * g.w * config.out_entry_bytes
+    loads = steps * (t.tile_m * t.tile_k + 1)
+    opened = steps * (t.tile_m * t.tile_k * rows + t.tile_n * t.tile_k * g.r * g.s)
+    dma = (inp + wgt + out) / config.bus_bytes + 2 * opened + config.dma_latency * (
         loads + out_tiles)
-    gemm = bm * bn * bk + bm * bn  # core operations, with the resets
-    alu = 3 * bm * bn
-    instructions = out_tiles * (k_steps * 3 + 5) + 2
-    compute = gemm + alu + instructions
+    outputs = g.m * g.n * g.h * g.w
+    gemm = outputs * (g.k * g.r * g.s + 1)  # core operations, with the resets
+    instructions = out_tiles * (k_steps * (t.tile_m * t.tile_k + 2) + 5) + 2
+    compute = gemm + 3 * outputs + instructions
     cycles = max(dma, compute) + min(dma, compute) * (0.15 if t.vthreads > 1 else 1.0)
     lanes = t.vthreads
     return {
         "inp_bytes": inp, "wgt_bytes": wgt, "out_bytes": out, "dma_cycles": dma,
         "compute_cycles": compute, "instructions": instructions, "loads": loads,
         "analytic_cycles": cycles, "out_tiles": out_tiles, "k_steps": k_steps,
-        "inp_fill": lanes * t.tile_m * t.tile_k / config.inp_depth,
-        "wgt_fill": lanes * t.tile_n * t.tile_k / config.wgt_depth,
-        "acc_fill": lanes * t.tile_m * t.tile_n / config.acc_depth,
+        "inp_fill": lanes * t.tile_m * t.tile_k * rows * cols / config.inp_depth,
+        "wgt_fill": lanes * t.tile_n * t.tile_k * g.r * g.s / config.wgt_depth,
+        "acc_fill": lanes * t.tile_m * t.tile_n * t.tile_h * t.tile_w / config.acc_depth,
     }
 
 
-def vta_features(t: vta.Template, blocks: tuple[int, int, int],
+def vta_features(t: vta.Template, shape: vta.GemmShape,
                  config: vta.VtaConfig) -> np.ndarray:
     """The feature row of template ``t`` (``VTA_FEATURE_NAMES``)."""
-    f = template_facts(t, blocks, config)
+    f = template_facts(t, shape, config)
     return np.asarray([
-        _log(t.tile_m), _log(t.tile_n), _log(t.tile_k), t.vthreads,
-        float(t.vthread_axis == "m" and t.vthreads > 1),
+        _log(t.tile_m), _log(t.tile_n), _log(t.tile_k), _log(t.tile_h), _log(t.tile_w),
+        t.vthreads, float(t.vthread_axis == "m" and t.vthreads > 1),
+        float(t.vthread_axis == "h" and t.vthreads > 1),
         _log(f["inp_bytes"]), _log(f["wgt_bytes"]), _log(f["out_bytes"]),
         _log(f["dma_cycles"]), _log(f["compute_cycles"]), _log(f["instructions"]),
         _log(f["loads"]), f["dma_cycles"] / f["compute_cycles"], _log(f["analytic_cycles"]),

@@ -5,13 +5,15 @@ tile the output to the GEMM core's blocks, keep the accumulator in the acc buffe
 compute it per output tile, cache the input and weight tiles into their buffers per
 reduction tile, tensorize the innermost block with the core's GEMM intrinsic, and
 requantize on the ALU before the store. Its annotations are the knobs: the output tile
-(``tile_m`` x ``tile_n`` blocks), the reduction tile (``tile_k``), and 1 or 2 virtual threads
-over the m or n tiles. Every knob is a divisor of its dimension and the buffers (duplicated
+(``tile_m`` x ``tile_n`` blocks, and ``tile_h`` x ``tile_w`` of a convolution's plane), the
+reduction tile (``tile_k``), and 1 or 2 virtual threads over the m, n or h tiles. Every
+knob is a divisor of its dimension and the buffers (duplicated
 per virtual thread) must hold the tiles, which leaves a space of a few thousand points at
 most: the policy enumerates it, scores every unmeasured point with the vta cost model
 (``cost_model.vta``: analytic before measurements, XGBoost after), and proposes the best
-ones plus an epsilon-greedy share of random ones. The untuned default — the smallest
-tiles, no virtual threads — is proposed first, so a tuning run shows its gain over it.
+ones plus an epsilon-greedy share of random ones. The untuned default
+(``VtaCompute.default_template``: the smallest tiles, no virtual threads) is proposed first,
+so a tuning run shows its gain over it.
 """
 
 from __future__ import annotations
@@ -36,19 +38,24 @@ def _divisors(n: int) -> list[int]:
     return [d for d in range(1, n + 1) if n % d == 0]
 
 
-def template_space(blocks: tuple[int, int, int], config: vta.VtaConfig) -> list[vta.Template]:
-    """Every template whose tiles divide the blocks and fit the buffers."""
-    bm, bn, bk = blocks
+def template_space(shape: vta.GemmShape, config: vta.VtaConfig) -> list[vta.Template]:
+    """Every template whose tiles divide the shape and fit the buffers (duplicated per
+    virtual thread) and whose GEMM micro-ops fit theirs."""
+    g = shape
     space = []
-    for tm, tn, tk in itertools.product(_divisors(bm), _divisors(bn), _divisors(bk)):
-        for lanes, axis in ((1, "n"), (2, "m"), (2, "n")):
-            tiles = bm // tm if axis == "m" else bn // tn
-            if lanes > 1 and tiles % lanes:
+    for tm, tn, tk, th, tw in itertools.product(*(_divisors(g.extent(a)) for a in "mnkhw")):
+        tiles = {"m": g.m // tm, "n": g.n // tn, "h": g.h // th}
+        inp = tm * tk * g.input_rows(th) * g.input_rows(tw)
+        wgt, acc = tn * tk * g.r * g.s, tm * tn * th * tw
+        if tn * tk * g.r * g.s * tm > config.uop_depth // 2:
+            continue
+        for lanes, axis in ((1, "n"), (2, "m"), (2, "n"), (2, "h")):
+            if lanes > 1 and tiles[axis] % lanes:
                 continue
-            if lanes * tm * tk > config.inp_depth or lanes * tn * tk > config.wgt_depth or \
-                    lanes * tm * tn > config.acc_depth:
+            if lanes * inp > config.inp_depth or lanes * wgt > config.wgt_depth or \
+                    lanes * acc > config.acc_depth:
                 continue
-            space.append(vta.Template(tm, tn, tk, lanes, axis))
+            space.append(vta.Template(tm, tn, tk, lanes, axis, th, tw))
     return space
 
 
@@ -63,10 +70,10 @@ class VtaPolicy(SearchPolicy):
         self.rng = random.Random(seed)
         self.config = vta.VtaConfig.for_target(task.target)
         self.compute = vta.VtaCompute(task.workload, self.config)
-        self.blocks = self.compute.blocks
-        self.space = template_space(self.blocks, self.config)
+        self.shape = self.compute.shape
+        self.space = template_space(self.shape, self.config)
         self.model = VtaCostModel(seed) if scorer != "random" else None
-        self._features = {t: vta_features(t, self.blocks, self.config) for t in self.space}
+        self._features = {t: vta_features(t, self.shape, self.config) for t in self.space}
         self._keys: dict[str, vta.Template] = {}
         self._done: set[vta.Template] = set()
 
@@ -86,7 +93,7 @@ class VtaPolicy(SearchPolicy):
         start = time.perf_counter()
         open_ = [t for t in self.space if t not in self._done]
         picks: list[vta.Template] = []
-        default = vta.Template()
+        default = self.compute.default_template()
         if default in open_:
             picks.append(default)
         if self.model is None:

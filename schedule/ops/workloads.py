@@ -52,6 +52,36 @@ def _ival(dtype: str, low: float, high: float) -> tuple[float, float]:
     return (low, high) if dtype.startswith("float") else (-8, 8)
 
 
+REQUANT_SHIFT = Param(
+    "requant_shift", "int", default=-1, minimum=-1, maximum=30,
+    description="int8 only: when 0 or more, the int32 result is requantized to int8 as "
+                "clip(y >> shift, -128, 127) (a quantized network's layer); -1 keeps int32")
+
+
+def _requantizes(p: P) -> bool:
+    return p["requant_shift"] >= 0
+
+
+def _result_arg(name: str, shape: tuple[int, ...], p: P) -> Arg:
+    """The output of a product: int32 for int8 inputs, or int8 once requantized."""
+    if _requantizes(p):
+        return Arg("T_requant", shape, "int8")
+    return Arg(name, shape, _acc(p["dtype"]))
+
+
+def _requantized(out: Any, p: P) -> Any:
+    return requantize(out, p["requant_shift"]) if _requantizes(p) else out
+
+
+def _requantized_reference(out: Any, p: P) -> Any:
+    return ref.requantize(out, p["requant_shift"]) if _requantizes(p) else out
+
+
+def _check_requant(p: P) -> None:
+    if _requantizes(p) and p["dtype"] != "int8":
+        fail("requant_shift", f"requantization needs int8 inputs, got {p['dtype']}")
+
+
 # ---------------------------------------------------------------------------- matmul family
 
 
@@ -80,8 +110,6 @@ MATMUL = OpSpec(
 
 
 def _dense_out(p: P) -> str:
-    if p["requant_shift"] >= 0:
-        return "T_requant"
     if p["activation"] != "none":
         return f"T_{p['activation']}"
     return "T_bias_add" if p["bias"] else "T_dense"
@@ -93,27 +121,13 @@ def _dense_args(p: P) -> list[Arg]:
     args = [Arg("X", (M, K), dt, lo, hi), Arg("W", (N, K), dt, lo, hi)]
     if p["bias"]:
         args.append(Arg("bias", (N,), _acc(dt), lo, hi))
-    out_dtype = "int8" if p["requant_shift"] >= 0 else _acc(dt)
-    return [*args, Arg(_dense_out(p), (M, N), out_dtype)]
+    return [*args, _result_arg(_dense_out(p), (M, N), p)]
 
 
 def _dense_check(p: P) -> None:
     if p["activation"] == "gelu" and not p["dtype"].startswith("float"):
         fail("activation", f"gelu needs a float dtype, got {p['dtype']}")
-    if p["requant_shift"] >= 0 and p["dtype"] != "int8":
-        fail("requant_shift", f"requantization needs int8 inputs, got {p['dtype']}")
-
-
-def _dense_build(t: list[Any], p: P) -> Any:
-    out = dense(t[0], t[1], t[2] if p["bias"] else None, p["activation"],
-                out_dtype=_acc(p["dtype"]))
-    return requantize(out, p["requant_shift"]) if p["requant_shift"] >= 0 else out
-
-
-def _dense_reference(a: list[Any], p: P) -> Any:
-    out = ref.dense(a[0], a[1], a[2] if p["bias"] else None, p["activation"],
-                    out_dtype=_acc(p["dtype"]))
-    return ref.requantize(out, p["requant_shift"]) if p["requant_shift"] >= 0 else out
+    _check_requant(p)
 
 
 DENSE = OpSpec(
@@ -124,17 +138,16 @@ DENSE = OpSpec(
             Param("bias", "bool", default=True, description="add a bias vector"),
             Param("activation", "str", default="none", choices=ACTIVATIONS,
                   description="activation after the bias"),
-            _dtype(LINALG_DTYPES),
-            Param("requant_shift", "int", default=-1, minimum=-1, maximum=30,
-                  description="int8 only: when 0 or more, the int32 result is requantized to "
-                              "int8 as clip(y >> shift, -128, 127) (a quantized network's "
-                              "layer); -1 keeps int32")),
+            _dtype(LINALG_DTYPES), REQUANT_SHIFT),
     args_fn=_dense_args,
-    build_fn=_dense_build,
-    reference_fn=_dense_reference,
+    build_fn=lambda t, p: _requantized(dense(t[0], t[1], t[2] if p["bias"] else None,
+                                             p["activation"], out_dtype=_acc(p["dtype"])), p),
+    reference_fn=lambda a, p: _requantized_reference(ref.dense(
+        a[0], a[1], a[2] if p["bias"] else None, p["activation"], out_dtype=_acc(p["dtype"])),
+        p),
     flops_fn=lambda p: p["M"] * p["N"] * (2 * p["K"] + int(p["bias"])
                                           + int(p["activation"] != "none")
-                                          + 3 * int(p["requant_shift"] >= 0)),
+                                          + 3 * int(_requantizes(p))),
     check_fn=_dense_check,
 )
 
@@ -198,6 +211,7 @@ def _check_conv(p: P) -> None:
         fail("groups", f"C={p['C']} and K={p['K']} must both be divisible by "
                        f"groups={p['groups']}")
     _check_window(p)
+    _check_requant(p)
 
 
 def _conv_params() -> tuple[Param, ...]:
@@ -206,12 +220,13 @@ def _conv_params() -> tuple[Param, ...]:
             _dim("R", "kernel height"), _dim("S", "kernel width"), *_window_params(),
             Param("groups", "int", default=1, minimum=1, maximum=MAX_DIM,
                   description="channel groups (C and K divisible by it)"),
-            _dtype(LINALG_DTYPES))
+            _dtype(LINALG_DTYPES), REQUANT_SHIFT)
 
 
 def _conv_flops(p: P) -> int:
     oh, ow = _out_hw(p)
-    return 2 * p["N"] * p["K"] * oh * ow * (p["C"] // p["groups"]) * p["R"] * p["S"]
+    outputs = p["N"] * p["K"] * oh * ow
+    return outputs * (2 * (p["C"] // p["groups"]) * p["R"] * p["S"] + 3 * _requantizes(p))
 
 
 def _conv_kwargs(p: P) -> dict[str, Any]:
@@ -232,15 +247,17 @@ def _conv_spec(op: str, description: str, build: Callable[..., Any],
         out = {"N": p["N"], "K": p["K"], "H": oh, "W": ow}
         return [Arg("data", tuple(dims[d] for d in data_layout), dt, lo, hi),
                 Arg("kernel", tuple(taps[d] for d in kernel_layout), dt, lo, hi),
-                Arg("conv", tuple(out[d] for d in out_layout), _acc(dt))]
+                _result_arg("conv", tuple(out[d] for d in out_layout), p)]
 
     return OpSpec(
         name=op,
         description=description,
         params=_conv_params(),
         args_fn=args,
-        build_fn=lambda t, p: build(t[0], t[1], groups=p["groups"], **_conv_kwargs(p)),
-        reference_fn=lambda a, p: reference(a[0], a[1], groups=p["groups"], **_conv_kwargs(p)),
+        build_fn=lambda t, p: _requantized(build(t[0], t[1], groups=p["groups"],
+                                                 **_conv_kwargs(p)), p),
+        reference_fn=lambda a, p: _requantized_reference(reference(
+            a[0], a[1], groups=p["groups"], **_conv_kwargs(p)), p),
         flops_fn=_conv_flops,
         check_fn=_check_conv,
     )

@@ -29,7 +29,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..expr import Binary, Cast, Const, Expr, Load, Var
+from ..expr import Binary, Cast, Compare, Const, Expr, Load, Logic, Select, Var, free_vars
 from ..loop_ir import Allocate, Buffer, For, IfThenElse, LoweredFunc, Seq, Stmt, Store, walk_stmts
 from ..lower import lower
 from ..schedule import ScheduleError
@@ -60,6 +60,14 @@ def _eval(e: Expr, env: dict[Var, int]) -> int:
         return env[e]
     if isinstance(e, Cast):
         return _eval(e.value, env)
+    if isinstance(e, Logic):
+        a = _eval(e.a, env)
+        return int(bool(a) and bool(_eval(e.b, env))) if e.op == "and" else \
+            int(bool(a) or bool(_eval(e.b, env)))
+    if isinstance(e, Compare):
+        a, b = _eval(e.a, env), _eval(e.b, env)
+        return int({"<": a < b, "<=": a <= b, ">": a > b, ">=": a >= b, "==": a == b,
+                    "!=": a != b}[e.op])
     if isinstance(e, Binary):
         a, b = _eval(e.a, env), _eval(e.b, env)
         ops = {"+": a + b, "-": a - b, "*": a * b, "min": min(a, b), "max": max(a, b)}
@@ -154,9 +162,10 @@ class _Codegen:
             if isinstance(s, Store):
                 if s.buffer.scope == "global":
                     mems[s.buffer] = "out"
-                elif isinstance(s.value, Load) and isinstance(s.value.source, Buffer) and \
-                        s.value.source.scope == "global":
-                    mems[s.value.source] = _SCOPE_MEM.get(s.buffer.scope, "?")
+                elif s.buffer.scope in ("inp", "wgt"):
+                    source, _ = _copy_source(s.value)
+                    if isinstance(source.source, Buffer) and source.source.scope == "global":
+                        mems[source.source] = s.buffer.scope
         args: dict[Buffer, DramArg] = {}
         offset = 0
         for buf in self.func.args:
@@ -306,22 +315,67 @@ class _Codegen:
             yield sram.base + s_off, dram.base + d_off, y, x, stride
 
     def load(self, loops: list[_Loop], store: Store, lane: _Lane) -> None:
-        value = store.value
-        if not (isinstance(value, Load) and isinstance(value.source, Buffer)
-                and value.source in self.args):
-            raise VtaCodegenError(f"vta: {store.buffer.name} must be a plain copy of a memory "
-                                  "tensor (the DMA moves data; it does not compute)")
+        source, inside = _copy_source(store.value)
+        if source.source not in self.args:
+            raise VtaCodegenError(f"vta: {store.buffer.name} must be copied from a memory "
+                                  "tensor (an argument)")
         what = f"the copy into {store.buffer.name}"
-        outer = self._entry_loops(store.indices, value.indices, loops, what)
+        outer = self._entry_loops(store.indices, source.indices, loops, what)
         sram = self.affine(store.buffer, store.indices, lane, outer)
-        dram = self.affine(value.source, value.indices, lane, outer)
-        arg = self.args[value.source]
+        dram = self.affine(source.source, source.indices, lane, outer)
+        arg = self.args[source.source]
         mem = store.buffer.scope
         base = lane.bases[store.buffer]
+        if inside is not None:
+            self._padded_load(outer, inside, sram, dram, mem, base + sram.base,
+                              arg.base + dram.base, lane)
+            return
         for s_addr, d_addr, y, x, stride in self._dma(outer, sram, dram):
             first = base + s_addr
             insn = LoadInsn(mem, first, arg.base + d_addr, y, x, stride)
             self.items.append(_Item(insn, insn.module, writes=[(mem, first, first + y * x)]))
+
+    def _padded_load(self, loops: list[_Loop], inside: Expr, sram: _Affine, dram: _Affine,
+                     mem: str, sram_base: int, dram_base: int, lane: _Lane) -> None:
+        """A copy that reads zeros outside the tensor (a convolution's padding): the DMA's
+        2-D tile is its two innermost loops (rows of columns, dense on chip), its padding
+        the rows and columns where ``inside`` is false; other loops repeat the DMA."""
+        live = [lp for lp in loops if lp.extent > 1]
+        x = live[-1] if live and sram.coef[live[-1].var] == 1 and \
+            dram.coef[live[-1].var] == 1 else None
+        y = live[-2] if x is not None and len(live) > 1 and \
+            sram.coef[live[-2].var] == x.extent else None
+        tile = [lp for lp in (y, x) if lp is not None]
+        ranges = {lp.var: (0, lp.extent) for lp in tile}
+        grouped = _conditions_by_var(inside, {lp.var for lp in loops})
+        if not all(_eval(c, lane.env) for c in grouped.pop(None, [])):
+            raise VtaCodegenError("vta: a tile lies entirely in the padding")
+        for var, checks in grouped.items():
+            lp = next((t for t in tile if t.var is var), None)
+            if lp is None:
+                raise VtaCodegenError("vta: the DMA pads only the rows and columns of its "
+                                      f"2-D tile, not along {var.name}")
+            valid = [all(_eval(c, {**lane.env, var: i}) for c in checks)
+                     for i in range(lp.extent)]
+            first = valid.index(True) if any(valid) else 0
+            end = len(valid) - valid[::-1].index(True) if any(valid) else 0
+            if end <= first or not all(valid[first:end]):
+                raise VtaCodegenError(f"vta: the copy's valid {var.name} range is not one "
+                                      "block (or is empty)")
+            ranges[var] = (first, end)
+        (y0, y1), (x0, x1) = (ranges[y.var] if y else (0, 1)), (ranges[x.var] if x else (0, 1))
+        rows, cols = (y.extent if y else 1), (x.extent if x else 1)
+        stride = dram.coef[y.var] if y else max(x1 - x0, 1)
+        start = dram_base + (y0 * dram.coef[y.var] if y else 0) + (x0 if x else 0)
+        rest = [lp for lp in live if lp not in tile]
+        for point in itertools.product(*(range(lp.extent) for lp in rest)):
+            s_off = sum(sram.coef[lp.var] * i for lp, i in zip(rest, point, strict=True))
+            d_off = sum(dram.coef[lp.var] * i for lp, i in zip(rest, point, strict=True))
+            first = sram_base + s_off
+            insn = LoadInsn(mem, first, start + d_off, y1 - y0, x1 - x0, stride,
+                            (y0, rows - y1, x0, cols - x1))
+            self.items.append(_Item(insn, insn.module,
+                                    writes=[(mem, first, first + rows * cols)]))
 
     # ------------------------------------------------------------------ compute
     def _kernel(self, uops: list[Uop]) -> int:
@@ -429,6 +483,41 @@ def _loads(e: Expr) -> Iterator[Load]:
     for node in walk(e):
         if isinstance(node, Load) and isinstance(node.source, Buffer):
             yield node
+
+
+def _copy_source(value: Expr) -> tuple[Load, Expr | None]:
+    """What a copy into a buffer reads, and where it reads it (None: everywhere; else the
+    condition outside which it is zero)."""
+    if isinstance(value, Load) and isinstance(value.source, Buffer):
+        return value, None
+    zero = value.false_value if isinstance(value, Select) else None
+    while isinstance(zero, Cast):
+        zero = zero.value
+    if isinstance(value, Select) and isinstance(value.true_value, Load) and \
+            isinstance(zero, Const) and zero.value == 0:
+        return value.true_value, value.cond
+    raise VtaCodegenError("vta: a buffer is filled by a plain copy of a memory tensor (zero "
+                          "outside it at most): the DMA moves data, it does not compute")
+
+
+def _conditions_by_var(cond: Expr, loop_vars: set[Var]) -> dict[Var | None, list[Expr]]:
+    """The conjuncts of ``cond`` grouped by the one loop variable each mentions (None: none);
+    an error if one mentions two."""
+    parts: list[Expr] = []
+    stack = [cond]
+    while stack:
+        e = stack.pop()
+        if isinstance(e, Logic) and e.op == "and":
+            stack += [e.a, e.b]
+        else:
+            parts.append(e)
+    grouped: dict[Var | None, list[Expr]] = {}
+    for part in parts:
+        mentioned = free_vars(part) & loop_vars
+        if len(mentioned) > 1:
+            raise VtaCodegenError(f"vta: the padding condition {part} couples two loops")
+        grouped.setdefault(next(iter(mentioned), None), []).append(part)
+    return grouped
 
 
 def _alu_ops(value: Expr) -> tuple[list[tuple[str, int]], Load]:

@@ -23,7 +23,7 @@ DENSE_ARGS = ["--op", "dense", "-p", "M=16", "-p", "N=128", "-p", "K=256", "-p",
 
 def test_the_template_space_fits_the_buffers() -> None:
     config = vta.VtaConfig()
-    space = template_space((1, 64, 64), config)
+    space = template_space(vta.GemmShape(1, 64, 64), config)
     assert vta.Template() in space and vta.Template(1, 64, 64) not in space  # 4096 > 1024
     for t in space:
         assert t.vthreads * t.tile_n * t.tile_k <= config.wgt_depth
@@ -34,7 +34,7 @@ def test_the_policy_proposes_the_default_first_and_never_twice() -> None:
     policy = make_policy(SearchTask(DENSE, "vta"), seed=1)
     first = policy.propose(8)
     compute = vta.VtaCompute(DENSE, vta.VtaConfig())
-    assert first[0].steps == compute.template_steps(vta.Template())
+    assert first[0].steps == compute.template_steps(compute.default_template())
     second = policy.propose(8)
     keys = [c.key for c in first + second]
     assert len(set(keys)) == 16
@@ -51,7 +51,8 @@ def test_tuning_on_vta_improves_on_the_default_schedule(tmp_path: Path) -> None:
     result = tune(DENSE, "vta", trials=24, db=db, batch_size=8)
     assert result.status == "succeeded" and result.trials == 24
     [task] = result.tasks
-    default = vta.VtaCompute(DENSE, vta.VtaConfig()).template_steps(vta.Template())
+    compute = vta.VtaCompute(DENSE, vta.VtaConfig())
+    default = compute.template_steps(compute.default_template())
     records = db.query_records(job_id=result.job_id)
     [default_record] = [r for r in records if Steps.of(r.steps) == default]
     assert default_record.ok and task.best_cost < default_record.median_cost / 5

@@ -181,3 +181,54 @@ def test_a_program_with_its_tokens_removed_races_or_deadlocks_not_silently_passe
         expected = get_op("dense").reference(workload.random_inputs(0), workload.params)
         assert not np.array_equal(compute.unpack_output(program.output(result.dram, CONFIG)),
                                   expected)
+
+
+def conv(c: int, hw: int, k: int, r: int, stride: int, pad: int, shift: int = 7) -> Workload:
+    return Workload.op("conv2d_nchw", N=1, C=c, H=hw, W=hw, K=k, R=r, S=r, stride=stride,
+                       padding=pad, dtype="int8", requant_shift=shift)
+
+
+def run_op(workload: Workload, template: Template) -> tuple[bool, int, VtaProgram]:
+    compute = VtaCompute(workload, CONFIG)
+    _, program = compile_workload(workload, compute.template_steps(template), CONFIG)
+    inputs = workload.random_inputs(5)
+    dram = program.dram_image(compute.pack_inputs(inputs), CONFIG)
+    result = Simulator(CONFIG).run(program.instructions, dram)
+    out = compute.unpack_output(program.output(result.dram, CONFIG))
+    (expected,) = workload.reference(inputs)
+    return bool(np.array_equal(out, expected)), result.cycles, program
+
+
+@pytest.mark.parametrize(("workload", "template"), [
+    (conv(32, 8, 32, 3, 1, 1), Template()),
+    (conv(32, 8, 32, 3, 1, 1), Template(1, 2, 1, 2, "h", 2, 4)),
+    (conv(32, 8, 32, 3, 1, 1), Template(1, 1, 2, 2, "n", 4, 8)),
+    (conv(16, 9, 32, 3, 2, 1), Template(1, 2, 1, 1, "n", 5, 5)),  # stride 2, odd size
+    (conv(32, 8, 48, 1, 2, 0), Template(1, 3, 2, 1, "n", 2, 4)),  # 1x1, stride 2
+    (conv(20, 7, 24, 5, 1, 2), Template(1, 1, 1, 2, "n", 7, 7)),  # channels padded
+])
+def test_conv2d_on_vta_matches_numpy_exactly(workload: Workload, template: Template) -> None:
+    same, cycles, program = run_op(workload, template)
+    assert same and cycles > 0
+    padded = any(i.pad != (0, 0, 0, 0) for i in program.instructions
+                 if type(i).__name__ == "Load")
+    assert padded == (workload.params["padding"] != [0, 0])  # the DMA writes the zeros
+
+
+def test_a_resnet_layer_tiled_with_virtual_threads_keeps_the_core_busy() -> None:
+    workload = conv(64, 56, 64, 3, 1, 1)
+    compute = VtaCompute(workload, CONFIG)
+    ideal = compute.macs / CONFIG.macs_per_cycle
+    same, tuned, _ = run_op(workload, Template(1, 2, 2, 2, "n", 14, 28))
+    assert same and ideal / tuned > 0.7
+    same, default, _ = run_op(workload, compute.default_template())
+    assert same and default > 1.5 * tuned
+
+
+def test_what_a_conv_needs_that_vta_lacks_is_said() -> None:
+    with pytest.raises(VtaUnsupported, match="groups=1"):
+        VtaCompute(Workload.op("conv2d_nchw", N=1, C=32, H=8, W=8, K=32, R=3, S=3, groups=2,
+                               dtype="int8", requant_shift=4), CONFIG)
+    with pytest.raises(VtaUnsupported, match="requant_shift >= 0"):
+        VtaCompute(Workload.op("conv2d_nchw", N=1, C=32, H=8, W=8, K=32, R=3, S=3,
+                               dtype="int8"), CONFIG)
