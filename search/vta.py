@@ -61,17 +61,19 @@ def template_space(shape: vta.GemmShape, config: vta.VtaConfig) -> list[vta.Temp
 
 class VtaPolicy(SearchPolicy):
     """See the module docstring. ``scorer`` names a cost model for the interface's sake:
-    ``random`` scores blindly, anything else uses the vta model."""
+    ``random`` scores blindly, anything else uses the vta model. ``max_vthreads`` 1 leaves
+    virtual threads out (to measure what they give)."""
 
     def __init__(self, task: SearchTask, scorer: str | None = None, seed: int = 0,
-                 params: Any = None):
+                 params: Any = None, max_vthreads: int = 2):
         self.task = task
         self.stats = SearchStats()
         self.rng = random.Random(seed)
         self.config = vta.VtaConfig.for_target(task.target)
         self.compute = vta.VtaCompute(task.workload, self.config)
         self.shape = self.compute.shape
-        self.space = template_space(self.shape, self.config)
+        self.space = [t for t in template_space(self.shape, self.config)
+                      if t.vthreads <= max_vthreads]
         self.model = VtaCostModel(seed) if scorer != "random" else None
         self._features = {t: vta_features(t, self.shape, self.config) for t in self.space}
         self._keys: dict[str, vta.Template] = {}

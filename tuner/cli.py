@@ -243,11 +243,40 @@ def _add_db_commands(commands: Any) -> None:
 
 
 def _device_kinds(text: str) -> list[str]:
-    kinds = [kind.strip() for kind in text.split(",") if kind.strip()]
+    """Kinds, each optionally with the device servers it proxies to:
+    ``cpu,vta=HOST:PORT,HOST:PORT`` is ``["cpu", "vta=HOST:PORT,HOST:PORT"]``."""
+    kinds: list[str] = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        if "=" not in item and ":" in item and kinds and "=" in kinds[-1]:
+            kinds[-1] += f",{item}"  # another board of the kind before
+        else:
+            kinds.append(item)
     if not kinds:
-        raise argparse.ArgumentTypeError(f"expected device kinds like cpu or cpu,cuda, "
+        raise argparse.ArgumentTypeError(f"expected device kinds like cpu or cpu,vta=HOST:PORT, "
                                          f"got {text!r}")
     return kinds
+
+
+def _board_environment(kinds: list[str], key_file: str | None) -> tuple[list[str],
+                                                                         dict[str, str]]:
+    """The plain kinds, and the environment naming the boards of ``vta=HOST:PORT,...``
+    (what the node's vta device actors proxy to)."""
+    plain, env = [], {}
+    for kind in kinds:
+        name, _, boards = kind.partition("=")
+        if boards:
+            if name != "vta":
+                raise CLIError(f"--devices {kind}: only vta devices are reached through "
+                               "device servers")
+            if not key_file:
+                raise CLIError("--devices vta=HOST:PORT needs --device-key-file (the device "
+                               "servers' token file)")
+            env["TENSORTUNE_VTA_BOARDS"] = boards
+            env["TENSORTUNE_DEVICE_KEY_FILE"] = os.path.abspath(key_file)
+        plain.append(name)
+    return plain, env
 
 
 def _cmd_worker(args: argparse.Namespace) -> int:
@@ -259,7 +288,9 @@ def _cmd_worker(args: argparse.Namespace) -> int:
     if not address or address == "local":
         raise CLIError(f"no Ray cluster address: give --ray-address HOST:PORT or set "
                        f"{workers.RAY_ADDRESS_ENV}")
-    kinds = [] if args.devices == ["none"] else args.devices
+    kinds, board_env = _board_environment([] if args.devices == ["none"] else args.devices,
+                                          args.device_key_file)
+    os.environ.update(board_env)  # the devices count their boards from it, as actors will
     known = workers.device_kinds()
     unknown = [kind for kind in kinds if kind not in known]
     if unknown:
@@ -278,7 +309,7 @@ def _cmd_worker(args: argparse.Namespace) -> int:
         or "no devices (a node for builds and for tuning processes)"
     print(f"{PROG}: joining the Ray cluster at {address} ({access.describe()}), "
           f"advertising {advertised} (Ctrl-C to leave)", file=sys.stderr)
-    return subprocess.call(command, env={**os.environ, **access.environment})
+    return subprocess.call(command, env={**os.environ, **access.environment, **board_env})
 
 
 def _add_worker_command(commands: Any) -> None:
@@ -297,6 +328,8 @@ def _add_worker_command(commands: Any) -> None:
             "  TENSORTUNE_RAY_ADDRESS=10.0.0.5:6379 tensortune worker --devices cpu\n"
             "  tensortune worker --ray-address 10.0.0.5:6379 --ray-token-file head-token\n"
             "  tensortune worker --ray-address 10.0.0.5:6379 --dry-run\n"
+            "  tensortune worker --ray-address 10.0.0.5:6379 --devices "
+            "vta=10.0.0.9:9091,10.0.0.9:9092 \\\n      --device-key-file vta.key\n"
             "\nThe head is asked first whether it can be joined: a head using token\n"
             "authentication needs its token (--ray-token-file, $RAY_AUTH_TOKEN or\n"
             "$RAY_AUTH_TOKEN_PATH); a wrong or missing token, or a head that cannot be\n"
@@ -308,8 +341,14 @@ def _add_worker_command(commands: Any) -> None:
                             "$TENSORTUNE_RAY_ADDRESS)", join_first=False)
     worker.add_argument(
         "--devices", type=_device_kinds, default=["cpu"], metavar="KINDS",
-        help="comma-separated device kinds this machine offers (default: cpu); none: join "
-             "without devices, so that tuning processes can run on this host",
+        help="comma-separated device kinds this machine offers (default: cpu); "
+             "vta=HOST:PORT,HOST:PORT: vta boards behind device servers, proxied from here "
+             "(with --device-key-file); none: join without devices, so that tuning "
+             "processes can run on this host",
+    )
+    worker.add_argument(
+        "--device-key-file", metavar="FILE",
+        help="the token file of the device servers named in --devices",
     )
     worker.add_argument(
         "--dry-run", action="store_true", help="print the ray start command instead of running it"

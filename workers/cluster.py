@@ -67,12 +67,14 @@ def node_resources(kinds: Sequence[str]) -> dict[str, int]:
         count = cls.count_here()
         if count < 1:
             raise ValueError(f"this machine has no {kind} device")
-        probe = cls()
-        try:
-            if not probe.is_alive():
-                raise ValueError(f"the {kind} device of this machine does not answer")
-        finally:
-            probe.close()
+        for slot in range(count):
+            probe = cls.for_slot("", slot)
+            try:
+                if not probe.is_alive():
+                    raise ValueError(f"the {kind} device {probe.id} of this machine does not "
+                                     "answer")
+            finally:
+                probe.close()
         resources[cls.resource] = count
     return resources
 

@@ -74,6 +74,12 @@ class Device(ABC):
         advertises)."""
 
     @classmethod
+    def for_slot(cls, node: str, slot: int) -> Device:
+        """The device numbered ``slot`` (of ``count_here()``) on a node, as a Ray actor makes
+        it; by default every slot is alike. (A board proxy takes the slot-th board.)"""
+        return cls(node=node)
+
+    @classmethod
     @abstractmethod
     def build(cls, inp: MeasureInput, compile_timeout: float) -> BuildResult:
         """Build one candidate (its input parsed; in a builder process, on any node).

@@ -71,9 +71,9 @@ def _build_task(device: str, inp: dict[str, Any],
 class DeviceActor:
     """Owns one device on its node; runs one candidate at a time."""
 
-    def __init__(self, device: str):
+    def __init__(self, device: str, slot: int = 0):
         self.node = ray.get_runtime_context().get_node_id()
-        self.device: Device = resolve(device)(node=self.node)
+        self.device: Device = resolve(device).for_slot(self.node, slot)
 
     def describe(self, targets: list[str]) -> dict[str, Any]:
         """The device's id, whether it is alive, and which of ``targets`` it serves."""
@@ -215,7 +215,7 @@ class RayRunner(Runner):
                             max_task_retries=0, max_concurrency=1,
                             scheduling_strategy=NodeAffinitySchedulingStrategy(
                                 node["NodeID"], soft=False),
-                        ).remote(type_path(cls))
+                        ).remote(type_path(cls), slot)
                         self._devices[key] = _Device(kind, node["NodeID"], slot, handle)
         asked = {dev.handle.describe.remote(targets): key
                  for key, dev in self._devices.items() if dev.kind in kinds}

@@ -546,12 +546,12 @@ def test_registered_op_with_injective_stages_inlined_built(
 
 EXPECTED_PARAMS = {
     "matmul": ["M", "N", "K", "transpose_a", "transpose_b", "dtype"],
-    "dense": ["M", "N", "K", "bias", "activation", "dtype"],
+    "dense": ["M", "N", "K", "bias", "activation", "dtype", "requant_shift"],
     "batch_matmul": ["B", "M", "N", "K", "transpose_b", "dtype"],
     "conv2d_nchw": ["N", "C", "H", "W", "K", "R", "S", "stride", "padding", "dilation",
-                    "groups", "dtype"],
+                    "groups", "dtype", "requant_shift"],
     "conv2d_nhwc": ["N", "C", "H", "W", "K", "R", "S", "stride", "padding", "dilation",
-                    "groups", "dtype"],
+                    "groups", "dtype", "requant_shift"],
     "depthwise_conv2d_nchw": ["N", "C", "H", "W", "R", "S", "stride", "padding", "dilation",
                               "dtype"],
     "max_pool2d": ["N", "C", "H", "W", "R", "S", "stride", "padding", "dtype"],

@@ -4,6 +4,11 @@ cycle-approximate simulator, in the device's sandbox (the program is derived fro
 input). The host's share (packing the inputs into the core's layout, unpacking the output)
 happens there too, untimed, as a model's weights are packed once when it is compiled.
 
+A board behind a device server (``workers.device_server``) runs the program instead: the
+sandbox packs the DRAM image, this process sends it with the program and unpacks what comes
+back (bytes only; the server runs the program in its own sandbox). A board that cannot be
+reached, goes away or refuses the key is ``device_lost``, never the candidate's fault.
+
 A measurement's cost is the simulated time at the board preset's clock, labelled simulated:
 its provenance names the simulator, and its settings carry ``simulated: true``, the
 cycles, the GEMM core's utilisation (the workload's MACs over what the core could do in
@@ -20,28 +25,57 @@ from collections.abc import Callable, Mapping
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
+
 from schedule import ScheduleError, Target, TensorExprError, Workload, vta
 
 from ..device import BuildResult, Device, register_device
 from ..measure import ErrorKind, MeasureInput, MeasureResult, MeasureSettings, Provenance
 from ..reference import ReferenceOutputs, compare_outputs
-from ..sandbox import Sandbox, SandboxError
-from .simulator import Simulator
+from ..sandbox import Outcome, Sandbox, SandboxError
+from .execute import SimulationError
+from .simulator import SimResult, Simulator
 
 PRESET_ENV = "TENSORTUNE_VTA_PRESET"
+#: ``HOST:PORT,...``: the device servers (boards) this machine's vta devices proxy to.
+BOARDS_ENV = "TENSORTUNE_VTA_BOARDS"
+#: The token file holding the boards' shared key.
+KEY_FILE_ENV = "TENSORTUNE_DEVICE_KEY_FILE"
 COMPILER = "tensortune-vta-codegen"
 
 
-def simulate(started: Callable[[], None], job: dict[str, Any]) -> tuple[Any, list[bytes]]:
-    """Sandbox job: pack the workload's inputs of ``seed``, run the program on the
-    simulator, and answer its cycles, seconds and statistics with the unpacked output."""
+def boards_here() -> list[str]:
+    """The device servers named by ``$TENSORTUNE_VTA_BOARDS`` (none: the local simulator)."""
+    return [b.strip() for b in os.environ.get(BOARDS_ENV, "").split(",") if b.strip()]
+
+
+def _prepared(job: dict[str, Any]) -> tuple[vta.VtaConfig, vta.VtaProgram, vta.VtaCompute,
+                                              np.ndarray]:
     config = vta.VtaConfig.from_json(job["config"])
     workload = Workload.from_json(job["workload"])
     program = vta.VtaProgram.from_json(job["program"])
     compute = vta.VtaCompute(workload, config)
     dram = program.dram_image(compute.pack_inputs(workload.random_inputs(job["seed"])), config)
+    return config, program, compute, dram
+
+
+def simulate(started: Callable[[], None], job: dict[str, Any]) -> tuple[Any, list[bytes]]:
+    """Sandbox job: pack the workload's inputs of ``seed``, run the program on the
+    simulator, and answer its cycles, seconds and statistics with the unpacked output."""
+    config, program, compute, dram = _prepared(job)
     started()
-    result = Simulator(config).run(program.instructions, dram)
+    return _answer(Simulator(config).run(program.instructions, dram), program, compute, config)
+
+
+def dram_image(started: Callable[[], None], job: dict[str, Any]) -> tuple[Any, list[bytes]]:
+    """Sandbox job: the DRAM image a board starts the program from (the packed inputs)."""
+    _, _, _, dram = _prepared(job)
+    started()
+    return {}, [dram.tobytes()]
+
+
+def _answer(result: SimResult, program: vta.VtaProgram, compute: vta.VtaCompute,
+            config: vta.VtaConfig) -> tuple[Any, list[bytes]]:
     output = compute.unpack_output(program.output(result.dram, config))
     stats = {k: v for k, v in result.stats.items() if isinstance(v, int | float)}
     return {"cycles": result.cycles, "seconds": result.seconds, "stats": stats,
@@ -50,24 +84,51 @@ def simulate(started: Callable[[], None], job: dict[str, Any]) -> tuple[Any, lis
 
 @register_device
 class VtaDevice(Device):
-    """The vta accelerator, simulated (see the module docstring)."""
+    """The vta accelerator: simulated here, or a board behind its device server
+    (``board``: ``HOST:PORT``, reached with ``key``; by default the first of
+    ``$TENSORTUNE_VTA_BOARDS``, with the key in ``$TENSORTUNE_DEVICE_KEY_FILE``)."""
 
     kind = "vta"
     resource = "fpga"
 
-    def __init__(self, node: str = "", preset: str | None = None):
+    def __init__(self, node: str = "", preset: str | None = None, board: str | None = None,
+                 key: bytes | None = None):
         super().__init__(node)
         self.host = socket.gethostname()
         self.preset = preset or os.environ.get(PRESET_ENV, "pynq")
         if self.preset not in vta.PRESETS:
             raise ValueError(f"unknown vta board preset {self.preset!r}; one of "
                              f"{', '.join(vta.PRESETS)}")
+        self.board = board if board is not None else next(iter(boards_here()), None)
+        self.key = key
+        if self.board and key is None:
+            from ..device_server import read_device_key
+
+            if not os.environ.get(KEY_FILE_ENV):
+                raise ValueError(f"vta board {self.board}: no key (set {KEY_FILE_ENV} to the "
+                                 "device server's token file)")
+            self.key = read_device_key(os.environ[KEY_FILE_ENV])
+        self._board_config: vta.VtaConfig | None = None
         self._sandbox = Sandbox()
         self._references = ReferenceOutputs()
 
     @classmethod
     def count_here(cls) -> int:
-        return 1  # the simulator runs anywhere
+        return len(boards_here()) or 1  # the boards named here, else the simulator
+
+    @classmethod
+    def for_slot(cls, node: str, slot: int) -> VtaDevice:
+        boards = boards_here()
+        return cls(node, board=boards[slot] if slot < len(boards) else None)
+
+    def _describe_board(self) -> vta.VtaConfig:
+        """The board's configuration, as its device server states it (asked once)."""
+        if self._board_config is None:
+            from ..device_server import RemoteDevice
+
+            answer = RemoteDevice(self.board, self.key, timeout=10.0).describe()
+            self._board_config = vta.VtaConfig.from_json(answer["config"])
+        return self._board_config
 
     @classmethod
     def build(cls, inp: MeasureInput, compile_timeout: float) -> BuildResult:
@@ -86,23 +147,46 @@ class VtaDevice(Device):
 
     @property
     def id(self) -> str:
+        if self.board:
+            return f"vta@{self.board}"
         return f"vta-sim@{self.host}" + (f"/{self.node[:12]}" if self.node else "")
 
     def serves(self, target: Target) -> bool:
-        return target.kind == "vta"
+        """A vta target of this accelerator's GEMM shape (a board's, as it states it)."""
+        if target.kind != "vta":
+            return False
+        if not self.board:
+            return True
+        try:
+            c = self._describe_board()
+        except (OSError, ValueError, KeyError, TypeError):
+            return False  # unreachable or confused: not a device to send work to
+        return (c.batch, c.block_in, c.block_out) == (target.batch, target.block_in,
+                                                     target.block_out)
 
     def is_alive(self) -> bool:
         try:
+            if self.board:
+                self._board_config = None
+                self._describe_board()
             return self._sandbox.call("workers.sandbox:ping", {}, start_timeout=30.0,
                                       timeout=30.0).status == "ok"
-        except SandboxError:
+        except (SandboxError, OSError, ValueError, KeyError, TypeError):
             return False
 
     def run(self, build: BuildResult, inp: MeasureInput,
             settings: MeasureSettings) -> MeasureResult:
         start = time.perf_counter()
         config = vta.VtaConfig.for_target(inp.target, self.preset)
-        model = (f"vta simulator (simulated) {self.preset} {config.clock_mhz:g} MHz "
+        where = "simulator"
+        if self.board:
+            try:
+                config = self._describe_board()
+            except (OSError, ValueError, KeyError, TypeError) as err:
+                return MeasureResult([], ErrorKind.DEVICE_LOST, f"{self.id}: {err}",
+                                     build.build_s, time.perf_counter() - start, self.id)
+            where = f"board {self.board} (its device server simulates)"
+        model = (f"vta {where} (simulated) {config.name} {config.clock_mhz:g} MHz "
                  f"{config.batch}x{config.block_in}x{config.block_out}")
         facts: dict[str, Any] = {"simulated": True, "clock_mhz": config.clock_mhz,
                                  **build.signature.get("program", {})}
@@ -124,9 +208,11 @@ class VtaDevice(Device):
                                    workload_error=permanent)
             job = {"program": build.library.decode(), "config": config.to_json(),
                    "workload": inp.workload.to_json(), "seed": settings.seed}
-            outcome = self._sandbox.call("workers.vta.device:simulate", job,
-                                         start_timeout=settings.load_timeout,
-                                         timeout=settings.run_timeout)
+            outcome = self._sandbox.call(
+                f"workers.vta.device:{'dram_image' if self.board else 'simulate'}", job,
+                start_timeout=settings.load_timeout, timeout=settings.run_timeout)
+            if self.board and outcome.status == "ok":
+                outcome = self._run_on_board(build, inp, config, outcome.blobs[0], settings)
         except SandboxError as err:
             return result(ErrorKind.DEVICE_LOST, f"{self.id}: {err}")
         if outcome.status == "raised":
@@ -138,6 +224,9 @@ class VtaDevice(Device):
             self._sandbox.restart()
             return result(ErrorKind.RUNTIME_ERROR, f"the simulator crashed: {outcome.message}")
         value = outcome.value
+        if isinstance(value, dict) and "device_lost" in value:
+            self._board_config = None
+            return result(ErrorKind.DEVICE_LOST, f"{self.id}: {value['device_lost']}")
         seconds = value.get("seconds") if isinstance(value, dict) else None
         if not isinstance(seconds, float) or not 0 < seconds < float("inf"):
             return result(ErrorKind.RUNTIME_ERROR, f"the simulation gave no time: {value!r:.200}")
@@ -150,6 +239,25 @@ class VtaDevice(Device):
             if mismatch:
                 return result(ErrorKind.WRONG_ANSWER, mismatch, [seconds])
         return result(ErrorKind.NONE, costs=[seconds])
+
+    def _run_on_board(self, build: BuildResult, inp: MeasureInput, config: vta.VtaConfig,
+                      dram: bytes, settings: MeasureSettings) -> Outcome:
+        """Send the program and its DRAM image to the board's device server (this process
+        only moves bytes; the server runs the program in its sandbox), as a sandbox
+        outcome: ``raised`` for the program's own fault, ``device_lost`` in the value for
+        the board's."""
+        from ..device_server import DeviceLostError, DeviceRefusedError, RemoteDevice
+
+        program = vta.VtaProgram.from_json(build.library)
+        try:
+            run = RemoteDevice(self.board, self.key, timeout=settings.run_timeout).run(
+                program.instructions, dram)
+        except (DeviceLostError, DeviceRefusedError) as err:
+            return Outcome("ok", {"device_lost": str(err)})
+        except SimulationError as err:
+            return Outcome("raised", message=f"SimulationError: {err}")
+        value, blobs = _answer(run, program, vta.VtaCompute(inp.workload, config), config)
+        return Outcome("ok", value, blobs)
 
     def close(self) -> None:
         self._sandbox.close()
