@@ -109,7 +109,9 @@ class VtaPolicy(SearchPolicy):
                 break
             if t not in picks:
                 picks.append(t)
-        rest = [t for t in open_ if t not in picks]
+        # exploration: random picks from the better half of the ranking (the worst tiles
+        # make programs of tens of thousands of instructions, and teach the model little)
+        rest = [t for t in ranked[: max(len(ranked) // 2, n)] if t not in picks]
         picks += self.rng.sample(rest, min(len(rest), n - len(picks)))
         self._done.update(picks)
         self.stats.proposals += len(picks)

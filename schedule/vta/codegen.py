@@ -141,6 +141,7 @@ class _Codegen:
         self.items: list[_Item] = []
         self.uops: list[Uop] = []
         self._kernels: dict[tuple[Uop, ...], int] = {}
+        self._coefs: dict[tuple[int, ...], dict[Var, int]] = {}
         self.top = {"inp": 0, "wgt": 0, "acc": 0}
         self.peak = dict(self.top)
         self.args = self._place_args()
@@ -193,7 +194,8 @@ class _Codegen:
     def affine(self, buf: Buffer, indices: tuple[Expr, ...], lane: _Lane,
                loops: list[_Loop]) -> _Affine:
         """The entry address of ``buf[indices]`` (its entry dimensions ignored) over
-        ``loops``; an error if it is not affine in them."""
+        ``loops``; an error if it is not affine in them. The loops' coefficients do not
+        depend on the host loops' values: they are found (and checked) once per nest."""
         per_entry = buf.shape[-1] * buf.shape[-2]
         outer = list(zip(indices[:-2], buf.strides[:-2], strict=True))
 
@@ -203,11 +205,16 @@ class _Codegen:
 
         zero = {lp.var: 0 for lp in loops}
         base = at(zero)
-        coef = {lp.var: at({**zero, lp.var: 1}) - base for lp in loops}
-        last = {lp.var: lp.extent - 1 for lp in loops}
-        if at(last) != base + sum(coef[v] * x for v, x in last.items()):
-            raise VtaCodegenError(f"vta: {buf.name}'s addresses are not affine in the loops")
-        return _Affine(base, coef)
+        key = (id(buf), id(indices), tuple(id(lp.var) for lp in loops))
+        coef = self._coefs.get(key)
+        if coef is None:
+            coef = {lp.var: at({**zero, lp.var: 1}) - base for lp in loops}
+            last = {lp.var: lp.extent - 1 for lp in loops}
+            if at(last) != base + sum(coef[v] * x for v, x in last.items()):
+                raise VtaCodegenError(f"vta: {buf.name}'s addresses are not affine in the "
+                                      "loops")
+            self._coefs[key] = coef
+        return _Affine(base, dict(coef))
 
     def region(self, buf: Buffer, lane: _Lane) -> tuple[str, int, int]:
         per_entry = buf.shape[-1] * buf.shape[-2]

@@ -592,12 +592,14 @@ def test_normalize_fills_defaults_and_canonicalises() -> None:
     p = spec.normalize({"N": 1, "C": 4, "H": 8, "W": 8, "K": 4, "R": 3, "S": 3,
                         "stride": 2, "padding": (1, 0)})
     assert p == {"N": 1, "C": 4, "H": 8, "W": 8, "K": 4, "R": 3, "S": 3, "stride": [2, 2],
-                 "padding": [1, 0], "dilation": [1, 1], "groups": 1, "dtype": "float32"}
+                 "padding": [1, 0], "dilation": [1, 1], "groups": 1, "dtype": "float32",
+                 "requant_shift": -1}
     assert list(p) == EXPECTED_PARAMS["conv2d_nchw"]
     assert ops.get_op("matmul").normalize({"M": np.int64(4), "N": 2, "K": 3}) == {
         "M": 4, "N": 2, "K": 3, "transpose_a": False, "transpose_b": False, "dtype": "float32"}
     assert ops.get_op("dense").normalize({"M": 1, "N": 2, "K": 3}) == {
-        "M": 1, "N": 2, "K": 3, "bias": True, "activation": "none", "dtype": "float32"}
+        "M": 1, "N": 2, "K": 3, "bias": True, "activation": "none", "dtype": "float32",
+        "requant_shift": -1}
 
 
 @pytest.mark.parametrize("case", REGISTRY_CASES, ids=_rid)
@@ -774,7 +776,8 @@ def test_json_schema_shape(name: str) -> None:
     for pname, prop in schema["properties"].items():
         param = spec.param(pname)
         if param.kind == "int":
-            assert prop["type"] == "integer" and prop["minimum"] >= 1 and "maximum" in prop
+            lowest = -1 if pname == "requant_shift" else 1  # -1: no requantization
+            assert prop["type"] == "integer" and prop["minimum"] >= lowest and "maximum" in prop
         if param.kind == "int_or_pair":
             assert [s["type"] for s in prop["oneOf"]] == ["integer", "array"]
         if not param.required:

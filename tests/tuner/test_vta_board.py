@@ -86,7 +86,7 @@ def test_the_worker_advertises_live_boards_and_refuses_dead_ones(tmp_path: Path)
                               capture_output=True, text=True, env=env, timeout=120)
         assert dead.returncode != 0 and "vta@127.0.0.1:9 of this machine does not answer" \
             in dead.stderr
-        keyless = subprocess.run(command[:-3] + ["--devices", f"vta={server.address}"],
+        keyless = subprocess.run([*command[:-3], "--devices", f"vta={server.address}"],
                                  capture_output=True, text=True, env=env, timeout=120)
         assert keyless.returncode != 0 and "needs --device-key-file" in keyless.stderr
     finally:
