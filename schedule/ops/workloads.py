@@ -91,7 +91,7 @@ def _matmul_args(p: P) -> list[Arg]:
     b = (N, K) if p["transpose_b"] else (K, N)
     lo, hi = _ival(dt, -1, 1)
     return [Arg("A", a, dt, lo, hi), Arg("B", b, dt, lo, hi),
-            Arg("T_matmul", (M, N), _acc(dt))]
+            _result_arg("T_matmul", (M, N), p)]
 
 
 MATMUL = OpSpec(
@@ -99,13 +99,15 @@ MATMUL = OpSpec(
     description="C[M, N] = A[M, K] @ B[K, N] (either side optionally transposed)",
     params=(_dim("M", "rows of the output"), _dim("N", "columns of the output"),
             _dim("K", "reduction length"), _flag("transpose_a", "A is stored as (K, M)"),
-            _flag("transpose_b", "B is stored as (N, K)"), _dtype(LINALG_DTYPES)),
+            _flag("transpose_b", "B is stored as (N, K)"), _dtype(LINALG_DTYPES),
+            REQUANT_SHIFT),
     args_fn=_matmul_args,
-    build_fn=lambda t, p: matmul(t[0], t[1], p["transpose_a"], p["transpose_b"],
-                                 out_dtype=_acc(p["dtype"])),
-    reference_fn=lambda a, p: ref.matmul(a[0], a[1], p["transpose_a"], p["transpose_b"],
-                                         out_dtype=_acc(p["dtype"])),
-    flops_fn=lambda p: 2 * p["M"] * p["N"] * p["K"],
+    build_fn=lambda t, p: _requantized(matmul(t[0], t[1], p["transpose_a"], p["transpose_b"],
+                                              out_dtype=_acc(p["dtype"])), p),
+    reference_fn=lambda a, p: _requantized_reference(ref.matmul(
+        a[0], a[1], p["transpose_a"], p["transpose_b"], out_dtype=_acc(p["dtype"])), p),
+    flops_fn=lambda p: p["M"] * p["N"] * (2 * p["K"] + 3 * _requantizes(p)),
+    check_fn=_check_requant,
 )
 
 

@@ -4,7 +4,8 @@ output, the core's GEMM intrinsic, and the schedule template the search fills in
 
 With the core's ``BATCH x BLOCK_IN x BLOCK_OUT`` (B, BI, BO):
 
-- an int8 dense layer ``Y = requantize(X @ W^T, shift)`` (``X: (M, K)``, ``W: (N, K)``)
+- an int8 dense layer ``Y = requantize(X @ W^T, shift)`` (``X: (M, K)``, ``W: (N, K)``;
+  a matmul is the same with its operands transposed as needed on the host)
   packs ``X`` to ``(M/B, K/BI, B, BI)`` (one input-buffer entry per innermost pair), ``W``
   to ``(N/BO, K/BI, BO, BI)`` (one weight entry), and computes ``Y`` as
   ``(M/B, N/BO, B, BO)``;
@@ -46,10 +47,12 @@ class VtaUnsupported(ValueError):
 @dataclass(frozen=True)
 class Packing:
     """An array blocked for the accelerator along its first two dimensions: zero-padded to
-    whole ``block`` tiles there and laid out ``(d0 / b0, d1 / b1, *rest, b0, b1)``."""
+    whole ``block`` tiles there and laid out ``(d0 / b0, d1 / b1, *rest, b0, b1)``.
+    ``transposed``: the array arrives as the transpose of ``shape`` (2-D only)."""
 
     shape: tuple[int, ...]
     block: tuple[int, int]
+    transposed: bool = False
 
     @property
     def packed_shape(self) -> tuple[int, ...]:
@@ -57,6 +60,8 @@ class Packing:
         return (math.ceil(d0 / b0), math.ceil(d1 / b1), *rest, b0, b1)
 
     def pack(self, array: np.ndarray) -> np.ndarray:
+        if self.transposed:
+            array = array.T
         o0, o1, *rest, b0, b1 = self.packed_shape
         padded = np.zeros((o0 * b0, o1 * b1, *rest), array.dtype)
         padded[: self.shape[0], : self.shape[1]] = array
@@ -137,28 +142,31 @@ class VtaCompute:
         self.config = config
         self.intrin = gemm_intrin(config)
         p = workload.params
-        if workload.op_name not in ("dense", "conv2d_nchw"):
-            raise VtaUnsupported(f"vta computes int8 dense layers and conv2d_nchw; "
+        if workload.op_name not in ("dense", "matmul", "conv2d_nchw"):
+            raise VtaUnsupported(f"vta computes int8 dense, matmul and conv2d_nchw; "
                                  f"{workload.op_name or 'a DAG'} stays on the host cpu")
         if p["dtype"] != "int8" or p["requant_shift"] < 0:
             raise VtaUnsupported(f"vta computes {workload.op_name} with dtype=int8 and "
                                  "requant_shift >= 0 (its output is int8); got "
                                  f"{workload}")
         self.op = workload.op_name
-        if self.op == "dense":
-            self._dense(p)
-        else:
+        if self.op == "conv2d_nchw":
             self._conv(p)
+        else:
+            self._dense(p)
 
     def _dense(self, p: dict) -> None:
-        if p["bias"] or p["activation"] != "none":
+        """Dense (``X @ W^T``) or matmul (``A @ B``, either transposed): one GEMM."""
+        if self.op == "dense" and (p["bias"] or p["activation"] != "none"):
             raise VtaUnsupported(f"vta computes dense with no bias and no activation; got "
                                  f"{self.workload}")
         c = self.config
         m, n, k = p["M"], p["N"], p["K"]
-        self.packings = [Packing((m, k), (c.batch, c.block_in)),
-                         Packing((n, k), (c.block_out, c.block_in)),
-                         Packing((m, n), (c.batch, c.block_out))]
+        matmul = self.op == "matmul"
+        self.packings = [
+            Packing((m, k), (c.batch, c.block_in), matmul and p["transpose_a"]),
+            Packing((n, k), (c.block_out, c.block_in), matmul and not p["transpose_b"]),
+            Packing((m, n), (c.batch, c.block_out))]
         x = placeholder(self.packings[0].packed_shape, "int8", name="X")
         w = placeholder(self.packings[1].packed_shape, "int8", name="W")
         ko = reduce_axis((0, x.shape[1]), name="ko")

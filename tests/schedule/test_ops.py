@@ -545,7 +545,7 @@ def test_registered_op_with_injective_stages_inlined_built(
 # ---------------------------------------------------------------------------- registry API
 
 EXPECTED_PARAMS = {
-    "matmul": ["M", "N", "K", "transpose_a", "transpose_b", "dtype"],
+    "matmul": ["M", "N", "K", "transpose_a", "transpose_b", "dtype", "requant_shift"],
     "dense": ["M", "N", "K", "bias", "activation", "dtype", "requant_shift"],
     "batch_matmul": ["B", "M", "N", "K", "transpose_b", "dtype"],
     "conv2d_nchw": ["N", "C", "H", "W", "K", "R", "S", "stride", "padding", "dilation",
@@ -596,7 +596,8 @@ def test_normalize_fills_defaults_and_canonicalises() -> None:
                  "requant_shift": -1}
     assert list(p) == EXPECTED_PARAMS["conv2d_nchw"]
     assert ops.get_op("matmul").normalize({"M": np.int64(4), "N": 2, "K": 3}) == {
-        "M": 4, "N": 2, "K": 3, "transpose_a": False, "transpose_b": False, "dtype": "float32"}
+        "M": 4, "N": 2, "K": 3, "transpose_a": False, "transpose_b": False, "dtype": "float32",
+        "requant_shift": -1}
     assert ops.get_op("dense").normalize({"M": 1, "N": 2, "K": 3}) == {
         "M": 1, "N": 2, "K": 3, "bias": True, "activation": "none", "dtype": "float32",
         "requant_shift": -1}

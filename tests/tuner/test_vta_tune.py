@@ -78,3 +78,23 @@ def test_a_workload_vta_cannot_compute_is_refused_up_front(tmp_path: Path) -> No
     with pytest.raises(SpecError, match=r"workloads\[0\]: vta computes dense"):
         tune(Workload.op("dense", M=16, N=64, K=64), "vta", trials=2,
              db=f"sqlite:///{tmp_path / 'x.db'}")
+
+
+def test_the_cli_tunes_a_resnet_style_int8_conv_on_vta_beyond_its_default(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--op", "conv2d_nchw", "-p", "N=1", "-p", "C=32", "-p", "H=14", "-p", "W=14",
+            "-p", "K=32", "-p", "R=3", "-p", "S=3", "-p", "padding=1", "-p", "dtype=int8",
+            "-p", "requant_shift=8", "--target", "vta", "--db",
+            f"sqlite:///{tmp_path / 'conv.db'}"]
+    assert main(["tune", *args, "--trials", "12", "--batch-size", "6", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    db = Database(f"sqlite:///{tmp_path / 'conv.db'}")
+    workload = Workload.from_json(summary["tasks"][0]["workload"])
+    compute = vta.VtaCompute(workload, vta.VtaConfig())
+    default = compute.template_steps(compute.default_template())
+    [first] = [r for r in db.query_records(job_id=summary["job_id"])
+               if Steps.of(r.steps) == default]
+    assert summary["best_latency_s"] < first.median_cost
+    assert summary["tasks"][0]["best_facts"]["mac_utilization"] > first.measure[
+        "mac_utilization"]
+    db.close()

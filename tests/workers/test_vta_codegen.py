@@ -118,8 +118,18 @@ def test_what_the_accelerator_cannot_run_is_refused_with_the_reason() -> None:
     with pytest.raises(VtaUnsupported, match="no bias"):
         VtaCompute(Workload.op("dense", M=4, N=32, K=32, dtype="int8", requant_shift=2),
                    CONFIG)
-    with pytest.raises(VtaUnsupported, match="int8 dense"):
+    with pytest.raises(VtaUnsupported, match="stays on the host cpu"):
+        VtaCompute(Workload.op("batch_matmul", B=2, M=4, N=32, K=32, dtype="int8"), CONFIG)
+    with pytest.raises(VtaUnsupported, match="requant_shift >= 0"):
         VtaCompute(Workload.op("matmul", M=4, N=32, K=32, dtype="int8"), CONFIG)
+
+
+@pytest.mark.parametrize(("transpose_a", "transpose_b"), [(False, False), (True, True)])
+def test_int8_matmul_on_vta_matches_numpy(transpose_a: bool, transpose_b: bool) -> None:
+    workload = Workload.op("matmul", M=6, N=40, K=48, transpose_a=transpose_a,
+                           transpose_b=transpose_b, dtype="int8", requant_shift=4)
+    same, _, _ = run_op(workload, Template(3, 1, 3, 2, "m"))
+    assert same
 
 
 def test_tensorized_loops_lower_as_such_and_have_no_cpu_code() -> None:
