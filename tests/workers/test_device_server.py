@@ -27,13 +27,16 @@ from workers.vta import SimulationError, Simulator
 
 
 class Server:
-    def __init__(self, tmp: Path, run_timeout: float = 60.0):
-        self.key = secrets.token_hex(32).encode()
-        key_file = tmp / "device.key"
-        key_file.write_bytes(self.key + b"\n")
+    """``tensortune device-server`` on loopback, with a fresh key (or ``key``) in
+    ``tmp/device.key``."""
+
+    def __init__(self, tmp: Path, run_timeout: float = 60.0, key: bytes | None = None):
+        self.key = key or secrets.token_hex(32).encode()
+        self.key_file = tmp / "device.key"
+        self.key_file.write_bytes(self.key + b"\n")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tuner", "device-server", "--device", "vta", "--port", "0",
-             "--token-file", str(key_file), "--run-timeout", str(run_timeout)],
+             "--token-file", str(self.key_file), "--run-timeout", str(run_timeout)],
             stderr=subprocess.PIPE, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
         line = self.process.stderr.readline()
         found = re.search(r"on (127\.0\.0\.1):(\d+)$", line.strip())

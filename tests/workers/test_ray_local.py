@@ -48,3 +48,35 @@ def test_the_cluster_address_comes_from_the_argument_or_the_environment(
     monkeypatch.setenv(RAY_ADDRESS_ENV, "cluster:6379")
     assert ray_address() == "cluster:6379"
     assert ray_address("other:1") == "other:1"
+
+
+def test_an_embedded_ray_proxies_to_the_vta_boards_named_here(
+        monkeypatch: pytest.MonkeyPatch, tmp_path) -> None:
+    """Each board named in TENSORTUNE_VTA_BOARDS is one ``fpga`` resource, whose device
+    actor sends its candidates to that board's device server."""
+    from schedule import Workload, vta
+    from tests.workers.test_device_server import Server
+    from workers import RayPool
+
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    first = Server(tmp_path / "a")
+    second = Server(tmp_path / "b", key=first.key)
+    try:
+        monkeypatch.delenv(RAY_ADDRESS_ENV, raising=False)
+        monkeypatch.setenv("TENSORTUNE_VTA_BOARDS", f"{first.address},{second.address}")
+        monkeypatch.setenv("TENSORTUNE_DEVICE_KEY_FILE", str(first.key_file))
+        dense = Workload.op("dense", M=16, N=64, K=64, dtype="int8", bias=False,
+                            requant_shift=6)
+        compute = vta.VtaCompute(dense, vta.VtaConfig())
+        steps = [list(s) for s in compute.template_steps(vta.Template(8, 2, 2, 2, "m"))]
+        with RayPool(MeasureSettings(repeat=1)) as pool:
+            assert ray.cluster_resources()["fpga"] == 2
+            results = pool.measure([MeasureInput(dense, "vta", steps)] * 4)
+        assert all(r.ok for r in results), [r.error_msg for r in results]
+        assert {r.device for r in results} <= {f"vta@{first.address}",
+                                               f"vta@{second.address}"}
+        assert all("board" in r.provenance.device_model for r in results)
+    finally:
+        first.stop()
+        second.stop()
