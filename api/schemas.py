@@ -30,6 +30,9 @@ class JobOptions(BaseModel):
     cost_model: str | None = Field(None, description="xgb | sklearn | analytic | random")
     reconfirm: int | None = Field(None, description="best programs measured again at the end")
     seed: int | None = None
+    baselines: list[str] | None = Field(None, description="what each task is measured against "
+                                                       "on its device first: numpy, torch, "
+                                                       "peak (default numpy, peak; [] none)")
     measure: dict[str, Any] | None = Field(None, description="measure settings: number, "
                                            "repeat, min_repeat_ms, timeouts ...")
 
@@ -100,6 +103,10 @@ class TaskView(BaseModel):
     baselines: dict[str, BaselineView] = Field(
         default_factory=dict, description="what the job measured the task against on its "
                                           "device before tuning: numpy, torch, peak")
+    best_facts: dict[str, float] = Field(
+        default_factory=dict, description="a simulated device's figures of the best program "
+                                          "(vta: cycles, mac_utilization, clock_mhz, ...); "
+                                          "empty for timed devices")
 
 
 class TrialView(BaseModel):

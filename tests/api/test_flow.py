@@ -243,3 +243,22 @@ def test_a_server_on_ray_measures_its_jobs_there(tmp_path) -> None:
     records = db.query_records(job_id=job["id"], limit=None)
     db.close()
     assert records and all(r.ok and r.measure.get("node") for r in records)
+
+
+def test_a_vta_job_reports_simulated_figures_and_its_program_listing(server: Server) -> None:
+    spec = {"workloads": [{"op": "dense", "params": {
+        "M": 16, "N": 64, "K": 64, "dtype": "int8", "bias": False, "requant_shift": 6}}],
+        "target": "vta", "trials": 4, "batch_size": 4, "reconfirm": 0, "baselines": [],
+        "measure": {"repeat": 1}}
+    with server.client("submitter") as api:
+        created = api.submit(spec)
+        list(api.events(created["id"], timeout=300))
+        job = api.job(created["id"])
+        [task] = job["tasks"]
+        assert job["status"] == "succeeded" and task["best_latency_s"] > 0
+        facts = task["best_facts"]
+        assert facts["cycles"] == round(task["best_latency_s"] * facts["clock_mhz"] * 1e6)
+        assert 0 < facts["mac_utilization"] <= 1
+        program = api.best_program(task["workload_key"], "vta")
+        assert program["source"].startswith("vta program:") and "GEMM" in program["source"]
+        assert "tensorized" in program["loop_ir"]
