@@ -99,6 +99,7 @@ def test_the_best_program_shows_its_steps_and_the_command_that_reproduces_it(
     assert lines[0] == " ".join(str(part) for part in best["steps"][0])  # e.g. split T i 16
     [command] = re.findall(r'<code class="command">(.*?)</code>', dom)
     assert command == ("tensortune best --op matmul -p K=32 -p M=32 -p N=32 -p dtype=float32 "
+                       "-p requant_shift=-1 "
                        f"-p transpose_a=false -p transpose_b=false --target '{job['target']}' "
                        "--source")
     assert f"{best['latency_s'] * 1e3:.4g}"[:4] in dom
