@@ -44,6 +44,8 @@ from .program import DramArg, VtaProgram
 
 _SCOPE_MEM = {"inp": "inp", "wgt": "wgt", "acc": "acc"}
 _ORDER = (Module.LOAD, Module.COMPUTE, Module.STORE)
+#: The most instructions a generated program may have.
+MAX_PROGRAM = 200_000
 
 
 class VtaCodegenError(ScheduleError):
@@ -221,6 +223,16 @@ class _Codegen:
         base = lane.bases[buf]
         return (buf.scope, base, base + buf.size // per_entry)
 
+    def add(self, insn: Instruction, reads: list[tuple[str, int, int]] | None = None,
+            writes: list[tuple[str, int, int]] | None = None) -> None:
+        """Append an instruction with the buffer regions it reads and writes; a program
+        past ``MAX_PROGRAM`` instructions is refused (small tiles of a big layer would
+        take minutes and gigabytes to generate and simulate)."""
+        if len(self.items) >= MAX_PROGRAM:
+            raise VtaCodegenError(f"vta: the program would exceed {MAX_PROGRAM:,} "
+                                  "instructions; choose larger tiles")
+        self.items.append(_Item(insn, insn.module, reads or [], writes or []))
+
     # ------------------------------------------------------------------ walk
     def walk(self, s: Stmt, lanes: list[_Lane]) -> None:
         if isinstance(s, Seq):
@@ -340,7 +352,7 @@ class _Codegen:
         for s_addr, d_addr, y, x, stride in self._dma(outer, sram, dram):
             first = base + s_addr
             insn = LoadInsn(mem, first, arg.base + d_addr, y, x, stride)
-            self.items.append(_Item(insn, insn.module, writes=[(mem, first, first + y * x)]))
+            self.add(insn, writes=[(mem, first, first + y * x)])
 
     def _padded_load(self, loops: list[_Loop], inside: Expr, sram: _Affine, dram: _Affine,
                      mem: str, sram_base: int, dram_base: int, lane: _Lane) -> None:
@@ -381,8 +393,7 @@ class _Codegen:
             first = sram_base + s_off
             insn = LoadInsn(mem, first, start + d_off, y1 - y0, x1 - x0, stride,
                             (y0, rows - y1, x0, cols - x1))
-            self.items.append(_Item(insn, insn.module,
-                                    writes=[(mem, first, first + rows * cols)]))
+            self.add(insn, writes=[(mem, first, first + rows * cols)])
 
     # ------------------------------------------------------------------ compute
     def _kernel(self, uops: list[Uop]) -> int:
@@ -435,7 +446,7 @@ class _Codegen:
             if store.value.value != 0:
                 raise VtaCodegenError("vta: the accumulator can only be reset to 0")
             insn = Gemm(self._loops(loops, dst, None, None), reset=True)
-            self.items.append(_Item(insn, insn.module, writes=[acc_region]))
+            self.add(insn, writes=[acc_region])
             return
         inp, wgt = self._operands(store.value)
         src = self.affine(inp.source, inp.indices, lane, loops)
@@ -443,10 +454,8 @@ class _Codegen:
         w = self.affine(wgt.source, wgt.indices, lane, loops)
         w.base += lane.bases[wgt.source]
         insn = Gemm(self._loops(loops, dst, src, w))
-        self.items.append(_Item(insn, insn.module,
-                                reads=[self.region(inp.source, lane),
-                                       self.region(wgt.source, lane), acc_region],
-                                writes=[acc_region]))
+        self.add(insn, reads=[self.region(inp.source, lane), self.region(wgt.source, lane),
+                              acc_region], writes=[acc_region])
 
     def alu_store(self, loops: list[_Loop], store: Store, lane: _Lane) -> None:
         if store.buffer not in self.args or store.buffer.dtype != "int8":
@@ -463,11 +472,11 @@ class _Codegen:
         on_chip = _Affine(sram.base + base, sram.coef)
         for op, imm in ops:
             insn = Alu(op, self._loops(outer, on_chip, on_chip, None), imm)
-            self.items.append(_Item(insn, insn.module, reads=[region], writes=[region]))
+            self.add(insn, reads=[region], writes=[region])
         arg = self.args[store.buffer]
         for s_addr, d_addr, y, x, stride in self._dma(outer, sram, dram):
             insn = StoreInsn(base + s_addr, arg.base + d_addr, y, x, stride)
-            self.items.append(_Item(insn, insn.module, reads=[region]))
+            self.add(insn, reads=[region])
 
     # ------------------------------------------------------------------ driver
     def run(self) -> VtaProgram:

@@ -102,3 +102,20 @@ def test_the_program_text_of_a_vta_record_is_its_loops_and_instructions() -> Non
     text = program_text(DENSE.to_json(), "vta", GOOD)
     assert "tensorized" in text["loop_ir"] and "allocate C: int32" in text["loop_ir"]
     assert text["source"].startswith("vta program:") and "GEMM" in text["source"]
+
+
+def test_a_board_needs_an_address_and_a_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    with pytest.raises(ValueError, match="expected HOST:PORT"):
+        VtaDevice(board="no-port", key=b"k" * 32)
+    monkeypatch.delenv("TENSORTUNE_DEVICE_KEY_FILE", raising=False)
+    with pytest.raises(ValueError, match="no key"):
+        VtaDevice(board="127.0.0.1:9")
+
+
+def test_a_program_past_the_instruction_limit_is_an_invalid_schedule(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from schedule.vta import codegen
+
+    monkeypatch.setattr(codegen, "MAX_PROGRAM", 20)
+    with pytest.raises(vta.VtaCodegenError, match="exceed 20 instructions; choose larger"):
+        vta.compile_workload(DENSE, COMPUTE.template_steps(vta.Template()), CONFIG)

@@ -101,6 +101,8 @@ def test_the_token_file_flag_wins_over_the_variable(monkeypatch: pytest.MonkeyPa
      "unknown device kind(s) fpga in --devices; available: cpu"),
     (["worker", "--ray-address", "h:1", "--devices", ","], 2,
      "argument --devices: expected device kinds like cpu or cpu,vta=HOST:PORT"),
+    (["worker", "--ray-address", "h:1", "--devices", "cpu=h:2"], 1,
+     "--devices cpu=h:2: only vta devices are reached through device servers"),
     (["worker", "--ray-address", "h:1", "--dry-run", "--", "--head"], 1,
      "--head is set by tensortune worker itself"),
     (["worker", "--ray-address", "h", "--devices", "cpu"], 1,

@@ -108,6 +108,10 @@ class VtaDevice(Device):
                 raise ValueError(f"vta board {self.board}: no key (set {KEY_FILE_ENV} to the "
                                  "device server's token file)")
             self.key = read_device_key(os.environ[KEY_FILE_ENV])
+        if self.board:
+            from ..device_server import RemoteDevice
+
+            RemoteDevice(self.board, self.key)  # ValueError for an address not HOST:PORT
         self._board_config: vta.VtaConfig | None = None
         self._sandbox = Sandbox()
         self._references = ReferenceOutputs()
