@@ -78,6 +78,7 @@ class VtaPolicy(SearchPolicy):
         self._features = {t: vta_features(t, self.shape, self.config) for t in self.space}
         self._keys: dict[str, vta.Template] = {}
         self._done: set[vta.Template] = set()
+        self._mapped = False
 
     def _steps(self, t: vta.Template) -> Steps:
         steps = self.compute.template_steps(t)
@@ -85,10 +86,12 @@ class VtaPolicy(SearchPolicy):
         return steps
 
     def _template_of(self, steps: Steps) -> vta.Template | None:
-        if steps.key not in self._keys:  # from elsewhere (a database): map the space once
+        if steps.key not in self._keys and not self._mapped:  # from elsewhere (a database)
+            known = set(self._keys.values())
             for t in self.space:
-                if t not in self._done:
+                if t not in known:
                     self._steps(t)
+            self._mapped = True  # steps of no template (another policy's) stay unknown
         return self._keys.get(steps.key)
 
     def propose(self, n: int) -> list[Candidate]:

@@ -41,7 +41,8 @@ def run(workload: Workload, template: Template, config: VtaConfig = CONFIG
     dram = program.dram_image(compute.pack_inputs(inputs), config)
     result = Simulator(config).run(program.instructions, dram)
     out = compute.unpack_output(program.output(result.dram, config))
-    return out, get_op("dense").reference(inputs, workload.params), result.cycles, program
+    (expected,) = workload.reference(inputs)
+    return out, expected, result.cycles, program
 
 
 @pytest.mark.parametrize("template", [
@@ -199,14 +200,9 @@ def conv(c: int, hw: int, k: int, r: int, stride: int, pad: int, shift: int = 7)
 
 
 def run_op(workload: Workload, template: Template) -> tuple[bool, int, VtaProgram]:
-    compute = VtaCompute(workload, CONFIG)
-    _, program = compile_workload(workload, compute.template_steps(template), CONFIG)
-    inputs = workload.random_inputs(5)
-    dram = program.dram_image(compute.pack_inputs(inputs), CONFIG)
-    result = Simulator(CONFIG).run(program.instructions, dram)
-    out = compute.unpack_output(program.output(result.dram, CONFIG))
-    (expected,) = workload.reference(inputs)
-    return bool(np.array_equal(out, expected)), result.cycles, program
+    """Whether the accelerator's output equals numpy's, the cycles and the program."""
+    out, expected, cycles, program = run(workload, template)
+    return bool(np.array_equal(out, expected)), cycles, program
 
 
 @pytest.mark.parametrize(("workload", "template"), [
