@@ -44,6 +44,9 @@ from .feature_spec import (
 from .footprint import AccessLevels, lines_total, set_pressure, traffic
 from .store_sites import ProgramInfo, StoreSite, collect_sites
 
+#: Loops run as vector instructions: vectorized ones, and a tensorized nest's outer loop
+#: (a CPU intrinsic computes its outputs as the lanes of one vector).
+_VECTOR_KINDS = (L.For.VECTORIZED, L.For.TENSORIZED)
 _GPU_BLOCK = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
 _GPU_THREAD = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
 
@@ -77,7 +80,7 @@ def _nest(site: StoreSite, line: int) -> _Nest:
         inside[lev] = acc * (copies if cdepth >= lev else 1)
     pos = {lp.var_id: d for d, lp in enumerate(loops)}
     levels = [AccessLevels(a, pos, loops, cdepth, line) for a in site.accesses]
-    vec = [lp for lp in loops if lp.kind == L.For.VECTORIZED]
+    vec = [lp for lp in loops if lp.kind in _VECTOR_KINDS]
     return _Nest(site, line, outer, inside, levels, vec[-1].var_id if vec else None)
 
 
@@ -92,7 +95,7 @@ def _loop_features(nest: _Nest) -> tuple[list[float], float, float, float]:
     pressure of the innermost sweep and the accesses it strides by a line or more."""
     site, loops, depth = nest.site, nest.site.loops, nest.depth
     accesses = list(zip(site.accesses, nest.levels, strict=True))
-    vec = [lp for lp in loops if lp.kind == L.For.VECTORIZED]
+    vec = [lp for lp in loops if lp.kind in _VECTOR_KINDS]
     contiguous = broadcast = gather = 0.0
     if nest.vec_var is not None:
         for acc, lv in accesses:

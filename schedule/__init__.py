@@ -7,7 +7,7 @@ IR, and code generation for targets.
 are public for the layers that analyse lowered programs, such as the cost model's features.
 """
 
-from . import expr, loop_ir, ops, te, vta
+from . import cpu_intrin, expr, intrin, loop_ir, ops, te, vta
 from .build import (
     Artifact,
     BuildError,
@@ -50,8 +50,10 @@ __all__ = [
     "compile_library",
     "compile_schedule",
     "compile_source",
+    "cpu_intrin",
     "expr",
     "host_cpu_target",
+    "intrin",
     "kernel_source",
     "load_module",
     "loop_ir",

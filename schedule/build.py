@@ -255,7 +255,8 @@ def kernel_source(s: Schedule, args: Sequence[Tensor], target: str | Target = "c
     if target.kind != "cpu":
         raise ValueError(f"build: target {target} has no code generation yet (cpu only)")
     func = lower(s, args, name=name)
-    source = generate_c(func, target.vector_bits // 8, target.cores)
+    source = generate_c(func, target.vector_bits // 8, target.cores,
+                        x86_vnni=target.isa == "avx512")
     signature = KernelSignature(entry_name(func), tuple(
         ArgSpec(buf.name, buf.shape, buf.dtype, not s[t].is_placeholder)
         for buf, t in zip(func.args, args, strict=True)))

@@ -19,6 +19,7 @@ import math
 from . import dtype as dt
 from . import vmath
 from .arith import const_bounds
+from .cpu_intrin import DOT_CALL, lower_dot_products
 from .expr import Binary, Call, Cast, Compare, Const, Expr, Load, Logic, Not, Select, Var
 from .hoist import hoist_accumulators
 from .loop_ir import (
@@ -42,6 +43,9 @@ from .vectorize import (
     split_vector_dtype,
     vectorize,
 )
+
+# The instruction set of the kernel copy that uses VNNI dot products.
+_VNNI = "avx512vnni"
 
 # Buffers computed inside loops go on the stack up to this size; larger ones on the heap.
 MAX_STACK_BYTES = 256 * 1024
@@ -128,10 +132,13 @@ class CCodegen(StmtVisitor):
     """Prints one lowered function; statements are emitted by the ``visit_*`` methods as
     lines at the current ``indent``."""
 
-    def __init__(self, func: LoweredFunc, vector_bytes: int, threads: int):
+    def __init__(self, func: LoweredFunc, vector_bytes: int, threads: int,
+                 x86_vnni: bool = False):
         self.func = func
         self.vector_bytes = vector_bytes
         self.threads = threads
+        self.x86_vnni = x86_vnni
+        self.uses_dot = False
         self.names: dict[int, str] = {}
         self.used_names: set[str] = set()
         self.types: dict[str, str] = {}  # vector dtype -> typedef line
@@ -256,6 +263,8 @@ class CCodegen(StmtVisitor):
         return _SCALAR_MATH[name]
 
     def _call(self, e: Call, lanes: int) -> str:
+        if e.name == DOT_CALL:
+            return self._dot(e)
         base = split_vector_dtype(e.dtype)[0]
         if lanes > 1 and base == "float32" and e.name in vmath.FUNCTIONS:
             return self._vector_math(e, lanes)
@@ -267,6 +276,28 @@ class CCodegen(StmtVisitor):
                          for a in e.args)
         text = f"{fn}({args})"
         return f"((_Float16){text})" if base == "float16" else text
+
+    def _dot(self, e: Call) -> str:
+        """The 8-bit dot product of ``cpu_intrin``: plain C here; ``generate`` makes a
+        copy of the kernel calling the VNNI version where the target allows it."""
+        acc, word, block = (self.vtype(a.dtype) for a in e.args)
+        self.uses_dot = True
+        self.helpers.setdefault("tt_dot_u8i8", (
+            f"static inline {acc} tt_dot_u8i8({acc} acc, {word} a, {block} b) {{\n"
+            "  for (int l = 0; l < 16; ++l)\n"
+            "    acc[l] += (int32_t)a[0] * b[4 * l] + (int32_t)a[1] * b[4 * l + 1]\n"
+            "            + (int32_t)a[2] * b[4 * l + 2] + (int32_t)a[3] * b[4 * l + 3];\n"
+            "  return acc;\n}"))
+        if self.x86_vnni:
+            self.helpers.setdefault("tt_dot_u8i8_vnni", (
+                "#include <immintrin.h>\n"
+                f"__attribute__((target(\"{_VNNI}\")))\n"
+                f"static inline {acc} tt_dot_u8i8_vnni({acc} acc, {word} a, {block} b) {{\n"
+                "  int32_t word;\n  memcpy(&word, &a, sizeof word);\n"
+                f"  return ({acc})_mm512_dpbusd_epi32((__m512i)acc, _mm512_set1_epi32(word), "
+                "(__m512i)b);\n}"))
+        args = ", ".join(self.expr(a) for a in e.args)
+        return f"tt_dot_u8i8({args})"
 
     def _vector_math(self, e: Call, lanes: int) -> str:
         """A call of ``vmath``'s vector version (float16 loops are never vectorized)."""
@@ -415,7 +446,7 @@ class CCodegen(StmtVisitor):
 
     # ------------------------------------------------------------------ function
     def generate(self) -> str:
-        body = vectorize(flatten(self.func.body), self.vector_bytes)
+        body = vectorize(lower_dot_products(flatten(self.func.body)), self.vector_bytes)
         body = hoist_accumulators(body, in_registers=promote_registers(body))
         self.promoted = promote_registers(body)
         params = []
@@ -428,11 +459,21 @@ class CCodegen(StmtVisitor):
         header += list(self.types.values())
         header += list(self.helpers.values())
         name = entry_name(self.func)
+        args = ", ".join(self.buf_name(b) for b in self.func.args)
         signature = f"int32_t {name}({', '.join(params)})"
-        timer = _TIMER % {"name": name, "params": ", ".join(params),
-                          "args": ", ".join(self.buf_name(b) for b in self.func.args)}
-        return "\n".join([*header, "", f"{signature} {{", "  int32_t tt_failed = 0;", *lines,
-                          "  return tt_failed ? -1 : 0;", "}", "", timer])
+        body_lines = ["  int32_t tt_failed = 0;", *lines, "  return tt_failed ? -1 : 0;", "}"]
+        timer = _TIMER % {"name": name, "params": ", ".join(params), "args": args}
+        if not (self.uses_dot and self.x86_vnni):
+            return "\n".join([*header, "", f"{signature} {{", *body_lines, "", timer])
+        # Two copies of the kernel; the entry point picks one for the CPU it runs on.
+        vnni = [line.replace("tt_dot_u8i8(", "tt_dot_u8i8_vnni(") for line in body_lines]
+        return "\n".join([
+            *header, "", f"__attribute__((target(\"{_VNNI}\")))",
+            f"static int32_t {name}_vnni({', '.join(params)}) {{", *vnni, "",
+            f"static int32_t {name}_plain({', '.join(params)}) {{", *body_lines, "",
+            f"{signature} {{", "  __builtin_cpu_init();",
+            f"  return __builtin_cpu_supports(\"avx512vnni\") ? {name}_vnni({args}) "
+            f": {name}_plain({args});", "}", "", timer])
 
 
 def _nonnegative(e: Expr) -> bool:
@@ -473,8 +514,12 @@ def entry_name(func: LoweredFunc) -> str:
     return f"tt_{func.name}"
 
 
-def generate_c(func: LoweredFunc, vector_bytes: int, threads: int) -> str:
+def generate_c(func: LoweredFunc, vector_bytes: int, threads: int,
+               x86_vnni: bool = False) -> str:
     """C source of a lowered function. The entry point ``entry_name(func)`` takes the argument
     arrays and returns 0, or -1 when a heap buffer could not be allocated; ``<entry>_time``
-    takes the same arrays and then (number, repeat, min_repeat_ms, flush_bytes, results)."""
-    return CCodegen(func, vector_bytes, threads).generate()
+    takes the same arrays and then (number, repeat, min_repeat_ms, flush_bytes, results).
+
+    ``x86_vnni`` (for AVX-512 targets): 8-bit dot products use ``vpdpbusd`` on a CPU that
+    has AVX-512 VNNI (checked at each call), plain vector C on one that does not."""
+    return CCodegen(func, vector_bytes, threads, x86_vnni).generate()

@@ -67,7 +67,7 @@ class _Hoist(StmtMutator):
         plans = {buf: plan for buf in sorted(self.local, key=lambda b: b.name)
                  if (plan := _plan(s, buf)) is not None}
         body = self._within(self.local - plans.keys(), s.body)
-        out: Stmt = For(s.var, s.extent, s.kind, body, s.pragmas)
+        out: Stmt = For(s.var, s.extent, s.kind, body, s.pragmas, s.intrin)
         for buf, (base, slots) in plans.items():
             out = _hoist(out, buf, base, slots)
         return out

@@ -29,6 +29,19 @@ class TensorIntrin:
     def body_signature(self) -> str:
         return body_signature(self.op)
 
+    def matches_innermost(self, op: ComputeOp) -> bool:
+        """Whether ``op``'s last spatial and last reduce axis, as the innermost loops,
+        compute this (one spatial and one reduce axis) intrinsic."""
+        if len(self.op.axis) != 1 or len(self.op.reduce_axis) != 1 or not op.axis \
+                or not op.reduce_axis:
+            return False
+        s, r = op.axis[-1], op.reduce_axis[-1]
+        if [s.extent, r.extent] != self.extents:
+            return False
+        values: dict[Var, Expr] = {a.var: Const(0, "int32") for a in [*op.axis, *op.reduce_axis]}
+        values.update({s.var: s.var, r.var: r.var})
+        return body_signature(op, values, {s.var: "s0", r.var: "r0"}) == self.body_signature()
+
     def __repr__(self) -> str:
         return f"TensorIntrin({self.name}, extents={self.extents})"
 
@@ -42,9 +55,10 @@ class _Alias:
 
 def body_signature(op: ComputeOp, values: dict[Var, Expr] | None = None,
                    names: dict[Var, str] | None = None) -> str:
-    """The body's text with tensors named by first use, axes by position and kind (s0, r0),
-    and index dimensions that do not vary inside the matched loops dropped, so that a loop
-    nest inside a bigger computation can be compared with an intrinsic's definition.
+    """The body's text with tensors named by first use and element type, axes by position
+    and kind (s0, r0), and index dimensions that do not vary inside the matched loops
+    dropped, so that a loop nest inside a bigger computation can be compared with an
+    intrinsic's definition.
 
     ``values`` expresses root axes through the matched loop variables (outer loops as 0);
     ``names`` names those variables. By default the op's own axes are the matched loops."""
@@ -58,7 +72,8 @@ def body_signature(op: ComputeOp, values: dict[Var, Expr] | None = None,
         if isinstance(node, Var) and node in names:
             return Var(names[node], node.dtype)
         if isinstance(node, Load):
-            alias = aliases.setdefault(id(node.source.op), _Alias(f"in{len(aliases)}"))
+            alias = aliases.setdefault(id(node.source.op),
+                                       _Alias(f"in{len(aliases)}:{node.dtype}"))
             varying = tuple(i for i in node.indices if not isinstance(i, Const))
             return Load(alias, varying, node.dtype)
         return None

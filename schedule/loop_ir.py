@@ -73,11 +73,11 @@ class For(Stmt):
     #: The outermost loop of a nest a tensor intrinsic computes (only targets that have
     #: the intrinsic generate code for it).
     TENSORIZED = "tensorized"
-    __slots__ = ("body", "extent", "kind", "pragmas", "var")
+    __slots__ = ("body", "extent", "intrin", "kind", "pragmas", "var")
     visit_method = "visit_for"
 
     def __init__(self, var: Var, extent: Expr | int, kind: str, body: Stmt,
-                 pragmas: dict[str, int] | None = None):
+                 pragmas: dict[str, int] | None = None, intrin: str | None = None):
         from .expr import as_expr
 
         self.var = var
@@ -85,6 +85,8 @@ class For(Stmt):
         self.kind = kind
         self.body = body
         self.pragmas = dict(pragmas or {})
+        #: the tensor intrinsic a ``tensorized`` loop's nest computes
+        self.intrin = intrin
 
 
 class Seq(Stmt):
@@ -202,7 +204,8 @@ class StmtMutator:
         return e
 
     def visit_for(self, s: For) -> Stmt | None:
-        return For(s.var, self.visit_expr(s.extent), s.kind, self.visit(s.body), s.pragmas)
+        return For(s.var, self.visit_expr(s.extent), s.kind, self.visit(s.body), s.pragmas,
+                   s.intrin)
 
     def visit_seq(self, s: Seq) -> Stmt | None:
         return Seq([self.visit(c) for c in s.stmts])
@@ -261,6 +264,8 @@ class UnrolledSize(StmtVisitor):
     def visit_for(self, s: For) -> int | None:
         if not isinstance(s.extent, Const):
             return None
+        if s.kind == For.TENSORIZED:  # one intrinsic: about a vector statement per output
+            return int(s.extent.value)
         n = self.visit(s.body)
         return None if n is None else int(s.extent.value) * n
 

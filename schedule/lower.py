@@ -331,7 +331,8 @@ class _Lowering:
                 kind = st.annotations[iv]  # a thread binding: only GPU targets accept it
             if iv in st.tensorized:  # the nest from here inward is the intrinsic's
                 kind = For.TENSORIZED
-            inner = For(iv.var, self.extents[iv], kind, inner, st.pragmas.get(iv))
+            inner = For(iv.var, self.extents[iv], kind, inner, st.pragmas.get(iv),
+                        st.tensorized.get(iv))
             if init is not None and iv is init[0]:
                 inner = Seq([init[1], inner])
         if by_level.get(-1):

@@ -36,7 +36,7 @@ def partition_loop(loop: For) -> list[For]:
         body = substitute_stmt(loop.body, {var: var + lo}) if lo else loop.body
         body = simplify_stmt(body, {var: (0, hi - lo - 1)})
         if body is not None:
-            pieces.append(For(var, hi - lo, loop.kind, body, loop.pragmas))
+            pieces.append(For(var, hi - lo, loop.kind, body, loop.pragmas, loop.intrin))
     return pieces
 
 

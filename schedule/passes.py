@@ -84,7 +84,7 @@ class _Simplify(StmtMutator):
         body = simplify_stmt(s.body, inner, self.zeros)
         if body is None:
             return None
-        return For(s.var, extent, s.kind, body, s.pragmas)
+        return For(s.var, extent, s.kind, body, s.pragmas, s.intrin)
 
     def visit_if(self, s: IfThenElse) -> Stmt | None:
         cond = self.visit_expr(s.cond)
@@ -123,9 +123,11 @@ class _Unroll(StmtMutator):
 
 
 def _unroll_loop(s: For, auto_max_step: int, ranges: arith.Ranges) -> Stmt:
+    if s.kind == For.TENSORIZED:  # one intrinsic: its code generator owns the nest
+        return s
     max_step = max(auto_max_step, s.pragmas.get("auto_unroll_max_step", 0))
     body = unroll_loops(s.body, max_step, ranges)
-    loop = For(s.var, s.extent, s.kind, body, s.pragmas)
+    loop = For(s.var, s.extent, s.kind, body, s.pragmas, s.intrin)
     steps = UnrolledSize().visit(loop)
     explicit = s.kind == For.UNROLLED
     auto = s.kind == For.SERIAL and max_step > 0 and steps is not None and steps <= max_step
@@ -224,7 +226,7 @@ def _version_loop(s: For, fixed: set[Var], ranges: arith.Ranges,
         body = IfThenElse(full_tile, fast,
                           _edge_tile(body, full_tile, s.var, bounds, inner_ranges))
     body = partition_guards(body, inner_fixed, inner_ranges, done)
-    return For(s.var, s.extent, s.kind, body, s.pragmas)
+    return For(s.var, s.extent, s.kind, body, s.pragmas, s.intrin)
 
 
 def _edge_tile(body: Stmt, full_tile: Expr, var: Var, bounds: tuple[int, int] | None,

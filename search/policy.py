@@ -11,6 +11,7 @@ an epsilon-greedy share of random ones. ``RandomPolicy`` samples programs unifor
 
 from __future__ import annotations
 
+import collections
 import heapq
 import math
 import random
@@ -120,6 +121,7 @@ class SketchPolicy(SearchPolicy):
         self.known: dict[str, SketchCandidate] = {}  # every candidate this policy built
         self.stats = SearchStats()
         self._programs: dict[str, Any] = {}  # steps key -> lowered program (features input)
+        self._tried_sketches: set[int] = set()  # sketches with a program proposed or known
 
     # ------------------------------------------------------------------ building programs
     def _build(self, sketch: int, decisions: dict[str, Any]) -> SketchCandidate | None:
@@ -234,13 +236,39 @@ class SketchPolicy(SearchPolicy):
             population = offspring
         n_random = min(n, max(0, math.floor(n * p.eps_greedy)))
         ranked = heapq.nlargest(n - n_random, best.values(), key=lambda item: item[0])
-        picks = self._fill_randomly([cand for _, cand in ranked], n)
+        picks = self._fill_randomly(self._cover_sketches([cand for _, cand in ranked], best),
+                                    n)
+        self._tried_sketches.update(c.sketch for c in picks)
         # keep the lowered programs only of what was proposed or measured (the cost model
         # retrains on those); the rest of this round's population is rebuilt if met again
         self._programs = {key: func for key, func in self._programs.items()
                           if key in self.measured}
         self.stats.seconds += time.perf_counter() - start
         return picks
+
+    def _cover_sketches(self, picks: list[SketchCandidate],
+                        best: dict[str, tuple[float, SketchCandidate]]
+                        ) -> list[SketchCandidate]:
+        """``picks`` with the best-scored program of each sketch never tried before in place
+        of the lowest-ranked ones (at most half of them): until it has measured a structure
+        the cost model cannot compare it with others (a tensorized nest with plain vector
+        loops), and a sketch it happens to rank low would never be tried at all."""
+        untried: dict[int, tuple[float, SketchCandidate]] = {}
+        for score, cand in best.values():
+            if cand.sketch not in self._tried_sketches and (
+                    cand.sketch not in untried or score > untried[cand.sketch][0]):
+                untried[cand.sketch] = (score, cand)
+        covered = {c.sketch for c in picks}
+        extra = [cand for sketch, (_, cand) in sorted(untried.items()) if sketch not in covered]
+        out = list(picks)
+        for cand in extra[:len(picks) // 2]:
+            counts = collections.Counter(c.sketch for c in out)
+            # in place of the lowest-ranked pick of a sketch picked more than once
+            spare = [i for i, c in enumerate(out) if counts[c.sketch] > 1]
+            if not spare:
+                break
+            out[spare[-1]] = cand
+        return out
 
     def _fill_randomly(self, picks: list[SketchCandidate], n: int) -> list[Candidate]:
         """Top up ``picks`` with random unmeasured programs; mark all as proposed (a program
@@ -305,6 +333,7 @@ class SketchPolicy(SearchPolicy):
             cand = self._build(sketch, {k: _from_json(v) for k, v in decisions.items()})
             if cand is not None and cand.key == steps_key(item.steps):
                 rebuilt += 1
+                self._tried_sketches.add(sketch)
         super().warm_start(past)
         return rebuilt
 

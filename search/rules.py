@@ -12,7 +12,7 @@ import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from schedule import make_schedule, te
+from schedule import cpu_intrin, make_schedule, te
 
 from . import analysis
 from .sketch import Sketch, SketchOp
@@ -110,12 +110,41 @@ def multi_level_tiling(ctx: SketchContext, stage: te.Stage) -> RuleResult | None
     return RuleResult([*fused, plain], skip_rest=True)
 
 
+def tensorize_int8_dot(ctx: SketchContext, stage: te.Stage) -> RuleResult | None:
+    """On an AVX-512 cpu target, a stage whose innermost loops can be the 8-bit dot product
+    (``conv2d_nchw4c_int8``: 16 output channels by 4 input channels) is also tiled around
+    it, accumulating in a cache-write tile fused into the output at level 1 or 2 (the
+    accumulators stay in vector registers); the plain tilings stay alternatives, and the
+    measurements choose (the instruction is VNNI's, where the CPU has it)."""
+    target, intrin = ctx.task.target, cpu_intrin.DOT_U8I8
+    if target.kind != "cpu" or target.isa != "avx512" \
+            or not intrin.matches_innermost(stage.op):
+        return None
+    local = f"{stage.name}.local"
+    return RuleResult([[SketchOp("cache_write", stage.name),
+                        SketchOp("tile", local, level, stage.name, intrin=intrin.name)]
+                       for level in (1, 2)])
+
+
+def keep_tensorized_inputs(ctx: SketchContext, stage: te.Stage) -> RuleResult | None:
+    """A stage a tensorized nest reads (a convolution's padding) stays a buffer: inlined,
+    its reads would not be the plain loads the intrinsic takes."""
+    for consumer in ctx.effective_consumers(stage):
+        for op in ctx.chosen.get(consumer.name, []):
+            if op.intrin:
+                return RuleResult([[SketchOp("location", stage.name, intrin=op.intrin)]],
+                                  skip_rest=True)
+    return None
+
+
 def open_location(ctx: SketchContext, stage: te.Stage) -> RuleResult | None:
     return RuleResult([[SketchOp("location", stage.name)]], skip_rest=True)
 
 
 DEFAULT_RULES: list[tuple[str, Rule]] = [
+    ("keep_tensorized_inputs", keep_tensorized_inputs),
     ("always_inline", always_inline),
+    ("tensorize_int8_dot", tensorize_int8_dot),
     ("add_rfactor", add_rfactor),
     ("multi_level_tiling", multi_level_tiling),
     ("open_location", open_location),
@@ -175,5 +204,7 @@ def _describe(rule: str, ops: list[SketchOp]) -> str:
             text += f" fused@{op.consumer}:L{op.fuse_level}"
         if op.at_rows:
             text += " per row"
+        if op.intrin and op.kind == "tile":
+            text += f" tensorized {op.intrin}"
         parts.append(text)
     return ", ".join(parts)

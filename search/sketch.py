@@ -36,6 +36,9 @@ class SketchOp:
     fuse_level: int = 0  # tile: 0 = no consumer fusion, 1 or 2 = compute at that tile level
     consumer: str = ""
     at_rows: bool = False  # rfactor: the partial results are computed per output point
+    #: tile: the tensor intrinsic computing the innermost spatial x reduce loops (kept
+    #: whole, innermost); location: a stage such a nest reads stays a buffer (no inline)
+    intrin: str = ""
 
 
 @dataclass
@@ -124,10 +127,13 @@ def _cache_write(task: SearchTask, s: te.Schedule, op: SketchOp, decide: Decide)
 def _tile(task: SearchTask, s: te.Schedule, op: SketchOp, decide: Decide) -> None:
     """Multi-level tiling "SSRSRS": spatial axes in 4 levels, reduce axes in 2, ordered
     s0 s1 r0 s2 r1 s3; with fusion, the consumer is tiled alike at its outer levels and
-    this stage is computed at the consumer's level-``fuse_level`` tile."""
+    this stage is computed at the consumer's level-``fuse_level`` tile. With ``intrin``,
+    the last spatial and the last reduce axis are the intrinsic's: untiled, innermost, and
+    tensorized."""
     stage = s[op.stage]
     spatial = list(stage.op.axis)
     reduce_axes = list(stage.op.reduce_axis)
+    kept = [spatial.pop(), reduce_axes.pop()] if op.intrin else []
     tiles = {a.name: decide(f"tile:{stage.name}:{a.name}", TileDecision(a.extent, 3))
              for a in spatial}
     levels: list[list[te.IterVar]] = [[], [], [], []]
@@ -144,11 +150,14 @@ def _tile(task: SearchTask, s: te.Schedule, op: SketchOp, decide: Decide) -> Non
         r0, r1 = stage.split(a, factor=g)
         r_levels[0].append(r0)
         r_levels[1].append(r1)
-    stage.reorder(*levels[0], *levels[1], *r_levels[0], *levels[2], *r_levels[1], *levels[3])
+    stage.reorder(*levels[0], *levels[1], *r_levels[0], *levels[2], *r_levels[1], *levels[3],
+                  *kept)
+    if op.intrin:
+        stage.tensorize(kept[0], op.intrin)
     if op.fuse_level:
         consumer = s[op.consumer]
         c_levels: list[list[te.IterVar]] = [[] for _ in range(op.fuse_level + 1)]
-        for a_c, a in zip(consumer.op.axis, spatial, strict=True):
+        for a_c, a in zip(consumer.op.axis, spatial, strict=False):
             f1, f2, f3 = tiles[a.name]
             factors = [f1 * f2 * f3, f2 * f3][:op.fuse_level]
             rest = a_c
@@ -156,6 +165,7 @@ def _tile(task: SearchTask, s: te.Schedule, op: SketchOp, decide: Decide) -> Non
                 outer, rest = consumer.split(rest, factor=factor)
                 c_levels[lvl].append(outer)
             c_levels[-1].append(rest)
+        c_levels[-1] += consumer.op.axis[len(spatial):]  # the intrinsic's, untiled
         consumer.reorder(*[iv for lvl in c_levels for iv in lvl])
         stage.compute_at(consumer, c_levels[op.fuse_level - 1][-1])
 
@@ -184,7 +194,7 @@ def _location(task: SearchTask, s: te.Schedule, op: SketchOp, decide: Decide) ->
     if stage.is_output:
         return
     choices: list[Any] = ["root"]
-    if analysis.is_injective(stage):
+    if analysis.is_injective(stage) and not op.intrin:
         choices.append("inline")
     host, depth = _host_loops(s, stage)
     if host is not None:

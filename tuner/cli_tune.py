@@ -162,8 +162,8 @@ def _baseline_lines(task: dict[str, Any]) -> list[str]:
         if not latency:
             lines.append(f"    {name}: not measured ({baseline.get('error') or 'no figure'})")
         elif name == "peak":
-            lines.append(f"    {latency / best:.0%} of the target's peak (measured: "
-                         f"{task['flops'] / latency / 1e9:.0f} GFLOP/s)")
+            lines.append(f"    {latency / best:.0%} of the target's float32 multiply-add peak "
+                         f"(measured: {task['flops'] / latency / 1e9:.0f} GFLOP/s)")
         else:
             lines.append(f"    {name} {latency * 1e3:.4f} ms (same device): tuned is "
                          f"{latency / best:.2f}x {name}")

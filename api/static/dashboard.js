@@ -231,7 +231,7 @@ function chart(task, metric, trials, logScale, other = null) {
                               "font-size": 11, fill: color },
                     `${name} ${Number(v.toPrecision(3))}${metric === "gflops" ? " GFLOP/s" : " ms"}`),
                 svg("title", {}, name === "peak"
-                  ? "the target's multiply-add peak, measured on the device"
+                  ? "the target's float32 multiply-add peak, measured on the device"
                   : `${name} on the same device, before tuning`));
     root.append(line);
   }

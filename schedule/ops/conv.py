@@ -186,6 +186,42 @@ def conv2d_nchwc(data: Tensor, kernel: Tensor, stride: IntOrPair = 1, padding: I
                       tag=tags.make(tags.REDUCTION, op))
 
 
+def conv2d_nchw4c_int8(data: Tensor, kernel: Tensor, stride: IntOrPair = 1,
+                       padding: IntOrPair = 0, name: str = "conv") -> Tensor:
+    """An 8-bit convolution in the blocked layouts of a 4-byte dot-product instruction
+    (x86's ``vpdpbusd``): ``data (N, C/4, H, W, 4)`` uint8 (NCHW4c; activations after a
+    ReLU are non-negative) and ``kernel (K/oc, C/4, R, S, oc, 4)`` int8 (OIHW[oc]o4i)
+    give the int32 ``(N, K/oc, OH, OW, oc)`` (NCHW[oc]c). The innermost loops, ``oc``
+    output channels by the 4 input channels of a block, are one such instruction: one
+    4-byte input word against ``oc`` x 4 consecutive kernel bytes."""
+    op = "conv2d_nchw4c_int8"
+    check_ndim(data, 5, op, "data")
+    check_ndim(kernel, 6, op, "kernel")
+    N, Co, H, W, four = data.shape
+    Ko, Co2, R, S, oc, four2 = kernel.shape
+    if (four, four2, Co2) != (4, 4, Co):
+        raise ValueError(f"{op}: data {list(data.shape)} and kernel {list(kernel.shape)} do "
+                         f"not have the blocked layouts (N, C/4, H, W, 4) and "
+                         f"(K/oc, C/4, R, S, oc, 4)")
+    if (data.dtype, kernel.dtype) != ("uint8", "int8"):
+        raise ValueError(f"{op}: data must be uint8 and kernel int8, got {data.dtype} and "
+                         f"{kernel.dtype}")
+    (sh, sw), pads, _, OH, OW = _window(op, H, W, R, S, stride, padding, 1)
+    src = _padded_hw(data, pads)
+    rco = te.reduce_axis((0, Co), name="rco")
+    ry = te.reduce_axis((0, R), name="ry")
+    rx = te.reduce_axis((0, S), name="rx")
+    rci = te.reduce_axis((0, 4), name="rci")
+
+    def body(n: te.Var, ko: te.Var, oh: te.Var, ow: te.Var, ki: te.Var) -> te.Expr:
+        x = src[n, rco, scaled(oh, sh) + ry.var, scaled(ow, sw) + rx.var, rci]
+        return te.sum(to("int32", x) * to("int32", kernel[ko, rco, ry, rx, ki, rci]),
+                      axis=[rco, ry, rx, rci])
+
+    return te.compute((N, Ko, OH, OW, oc), body, name=name,
+                      tag=tags.make(tags.REDUCTION, op))
+
+
 def depthwise_conv2d_nchwc(data: Tensor, kernel: Tensor, stride: IntOrPair = 1,
                            padding: IntOrPair = 0, dilation: IntOrPair = 1,
                            out_dtype: str | None = None,

@@ -389,6 +389,19 @@ def conv2d_nchwc(data: np.ndarray, kernel: np.ndarray, stride: IntOrPair = 1,
     return layout_transform(out, "NCHW", f"NCHW{oc}c")
 
 
+def conv2d_nchw4c_int8(data: np.ndarray, kernel: np.ndarray, stride: IntOrPair = 1,
+                       padding: IntOrPair = 0) -> np.ndarray:
+    """data (N, C/4, H, W, 4) uint8, kernel (K/oc, C/4, R, S, oc, 4) int8 -> int32
+    (N, K/oc, OH, OW, oc)."""
+    n, co, h, w, _ = data.shape
+    ko, _, r, s, oc, _ = kernel.shape
+    # in int32 also at native precision: that is how a numpy user avoids the overflow
+    nchw = data.transpose(0, 1, 4, 2, 3).reshape(n, co * 4, h, w).astype(np.int32)
+    oihw = kernel.transpose(0, 4, 1, 5, 2, 3).reshape(ko * oc, co * 4, r, s).astype(np.int32)
+    out = conv2d_nchw(nchw, oihw, stride, padding, out_dtype="int32")
+    return layout_transform(out, "NCHW", f"NCHW{oc}c")
+
+
 def depthwise_conv2d_nchwc(data: np.ndarray, kernel: np.ndarray, stride: IntOrPair = 1,
                            padding: IntOrPair = 0, dilation: IntOrPair = 1,
                            out_dtype: str | None = None) -> np.ndarray:

@@ -1,6 +1,8 @@
-"""The registered workload operators of DESIGN.md's table, as ``OpSpec`` objects.
+"""The registered workload operators of DESIGN.md's table, and the blocked int8
+convolution of CPU dot-product instructions, as ``OpSpec`` objects.
 
-Every op takes ``dtype`` (default float32). Integer matrix products and convolutions
+Every op takes ``dtype`` (default float32; int8, its only choice, for the blocked
+``conv2d_nchw4c_int8``). Integer matrix products and convolutions
 accumulate and return int32 for int8 inputs (a dense bias then is int32 too).
 ``avg_pool2d`` leaves padding out of the count (``count_include_pad=False``). In
 ``elementwise``, binary ops (add, sub, mul, div) each take one more input of the same
@@ -16,7 +18,13 @@ from collections.abc import Callable
 from typing import Any
 
 from . import reference as ref
-from .conv import CONV_LAYOUTS, conv2d_nchw, conv2d_nhwc, depthwise_conv2d_nchw
+from .conv import (
+    CONV_LAYOUTS,
+    conv2d_nchw,
+    conv2d_nchw4c_int8,
+    conv2d_nhwc,
+    depthwise_conv2d_nchw,
+)
 from .elemwise import CHAIN_OPS, elementwise_chain, requantize
 from .linalg import ACTIVATIONS, batch_matmul, dense, matmul
 from .nn import layer_norm, log_softmax, softmax
@@ -276,6 +284,41 @@ CONV2D_NHWC = _conv_spec(
     conv2d_nhwc, ref.conv2d_nhwc)
 
 
+def _check_blocked_int8(p: P) -> None:
+    if p["C"] % 4:
+        fail("C", f"C={p['C']} must be a multiple of 4 (the input channel block; pad the "
+                  "channels with zeros)")
+    if p["K"] % 16:
+        fail("K", f"K={p['K']} must be a multiple of 16 (the output channel block)")
+    _check_window({**p, "dilation": [1, 1]})
+
+
+def _blocked_int8_args(p: P) -> list[Arg]:
+    oh, ow = _out_hw(p)
+    return [Arg("data", (p["N"], p["C"] // 4, p["H"], p["W"], 4), "uint8", 0, 15),
+            Arg("kernel", (p["K"] // 16, p["C"] // 4, p["R"], p["S"], 16, 4), "int8", -8, 8),
+            Arg("conv", (p["N"], p["K"] // 16, oh, ow, 16), "int32")]
+
+
+CONV2D_NCHW4C_INT8 = OpSpec(
+    name="conv2d_nchw4c_int8",
+    description="8-bit 2-d convolution in blocked layouts for int8 dot-product instructions: "
+                "data NCHW4c uint8 (N, C/4, H, W, 4), kernel OIHW16o4i int8 "
+                "(K/16, C/4, R, S, 16, 4), int32 output NCHW16c (N, K/16, OH, OW, 16)",
+    params=(_dim("N", "batch"), _dim("C", "input channels (a multiple of 4)"),
+            _dim("H", "input height"), _dim("W", "input width"),
+            _dim("K", "output channels (a multiple of 16)"), _dim("R", "kernel height"),
+            _dim("S", "kernel width"), *_window_params(dilation=False),
+            Param("dtype", "str", default="int8", choices=("int8",),
+                  description="8-bit products (data uint8, kernel int8) into int32")),
+    args_fn=_blocked_int8_args,
+    build_fn=lambda t, p: conv2d_nchw4c_int8(t[0], t[1], p["stride"], p["padding"]),
+    reference_fn=lambda a, p: ref.conv2d_nchw4c_int8(a[0], a[1], p["stride"], p["padding"]),
+    flops_fn=lambda p: 2 * p["N"] * p["K"] * math.prod(_out_hw(p)) * p["C"] * p["R"] * p["S"],
+    check_fn=_check_blocked_int8,
+)
+
+
 def _dw_args(p: P) -> list[Arg]:
     dt, (oh, ow) = p["dtype"], _out_hw(p)
     lo, hi = _ival(dt, -1, 1)
@@ -442,6 +485,7 @@ ELEMENTWISE = OpSpec(
 )
 
 ALL: tuple[OpSpec, ...] = (
-    MATMUL, DENSE, BATCH_MATMUL, CONV2D_NCHW, CONV2D_NHWC, DEPTHWISE_CONV2D_NCHW, MAX_POOL2D,
+    MATMUL, DENSE, BATCH_MATMUL, CONV2D_NCHW, CONV2D_NHWC, CONV2D_NCHW4C_INT8,
+    DEPTHWISE_CONV2D_NCHW, MAX_POOL2D,
     AVG_POOL2D, SOFTMAX, LOG_SOFTMAX, LAYER_NORM, ELEMENTWISE,
 )

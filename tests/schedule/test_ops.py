@@ -456,6 +456,10 @@ REGISTRY_CASES: list[tuple[str, dict[str, Any]]] = [
     ("conv2d_nhwc", {"N": 1, "C": 3, "H": 10, "W": 9, "K": 2, "R": 3, "S": 2,
                      "stride": [2, 1], "padding": [1, 0], "dilation": [1, 2]}),
     ("conv2d_nhwc", {"N": 1, "C": 3, "H": 5, "W": 5, "K": 2, "R": 1, "S": 1, "dtype": "int32"}),
+    ("conv2d_nchw4c_int8", {"N": 1, "C": 8, "H": 7, "W": 7, "K": 16, "R": 3, "S": 3,
+                            "padding": 1}),
+    ("conv2d_nchw4c_int8", {"N": 2, "C": 4, "H": 9, "W": 8, "K": 32, "R": 3, "S": 2,
+                            "stride": [2, 1], "padding": [1, 0]}),
     ("depthwise_conv2d_nchw", {"N": 1, "C": 3, "H": 7, "W": 7, "R": 3, "S": 3, "padding": 1}),
     ("depthwise_conv2d_nchw", {"N": 2, "C": 2, "H": 9, "W": 8, "R": 3, "S": 3, "stride": 2,
                                "dilation": 2}),
@@ -552,6 +556,7 @@ EXPECTED_PARAMS = {
                     "groups", "dtype", "requant_shift"],
     "conv2d_nhwc": ["N", "C", "H", "W", "K", "R", "S", "stride", "padding", "dilation",
                     "groups", "dtype", "requant_shift"],
+    "conv2d_nchw4c_int8": ["N", "C", "H", "W", "K", "R", "S", "stride", "padding", "dtype"],
     "depthwise_conv2d_nchw": ["N", "C", "H", "W", "R", "S", "stride", "padding", "dilation",
                               "dtype"],
     "max_pool2d": ["N", "C", "H", "W", "R", "S", "stride", "padding", "dtype"],
@@ -569,7 +574,7 @@ def test_registry_holds_exactly_the_design_table() -> None:
         spec = ops.get_op(name)
         assert spec.name == name
         assert [p.name for p in spec.params] == params
-        assert spec.param("dtype").default == "float32"
+        assert spec.param("dtype").default == ("int8" if name.endswith("_int8") else "float32")
         assert isinstance(spec.description, str) and spec.description
 
 
@@ -772,8 +777,8 @@ def test_json_schema_shape(name: str) -> None:
     assert schema["additionalProperties"] is False
     assert list(schema["properties"]) == EXPECTED_PARAMS[name]
     assert schema["required"] == [p.name for p in spec.params if p.required]
-    assert schema["properties"]["dtype"]["default"] == "float32"
-    assert "float32" in schema["properties"]["dtype"]["enum"]
+    assert schema["properties"]["dtype"]["default"] == spec.param("dtype").default
+    assert spec.param("dtype").default in schema["properties"]["dtype"]["enum"]
     for pname, prop in schema["properties"].items():
         param = spec.param(pname)
         if param.kind == "int":

@@ -114,3 +114,19 @@ def test_make_policy_rejects_unknown_names():
         make_policy(task, "genetic")
     with pytest.raises(ValueError, match="unknown cost model"):
         make_policy(task, "sketch", "lightgbm")
+
+
+def test_the_first_round_tries_every_sketch():
+    """The cold cost model cannot compare structures it has never measured: a tensorized
+    int8 nest and plain vector loops. Each sketch is proposed once early, whatever the
+    model's ranking; later rounds follow the ranking alone."""
+    wl = Workload.op("conv2d_nchw4c_int8", N=1, C=32, H=14, W=14, K=32, R=3, S=3, padding=1)
+    task = SearchTask(wl, "cpu -isa=avx512 -cores=2")
+    for seed in range(3):
+        policy = SketchPolicy(task, seed=seed, params=SMALL)
+        assert len(policy.sketches) == 5
+        first = policy.propose(10)
+        assert {c.sketch for c in first} == set(range(5))
+    # fewer picks than sketches: at most half of them are given to untried sketches
+    policy = SketchPolicy(task, seed=0, params=SMALL)
+    assert len(policy.propose(1)) == 1

@@ -65,7 +65,8 @@ def test_text_output_compares_with_numpy(url, capsys: pytest.CaptureFixture[str]
     out = capsys.readouterr().out
     assert "x numpy" in out and "GFLOP/s" in out and "succeeded, 2 trials" in out
     assert re.search(r"numpy [0-9.]+ ms \(same device\): tuned is [0-9.]+x numpy", out)
-    assert re.search(r"[0-9]+% of the target's peak \(measured: [0-9]+ GFLOP/s\)", out)
+    assert re.search(r"[0-9]+% of the target's float32 multiply-add peak "
+                     r"\(measured: [0-9]+ GFLOP/s\)", out)
 
 
 @pytest.mark.parametrize("argv, message", [
