@@ -6,10 +6,13 @@ parallel loops, stack arrays for buffers computed inside loops, aligned heap
 arrays for whole intermediate tensors, and named variables for promoted
 register tiles.
 
-Before printing, the loop IR is flattened and vectorized (a vectorized loop is first cut
-where a condition on its variable changes, ``partition``), then accumulators that stay put
-across a reduction are kept in registers over it (``hoist``), and register tiles are
-promoted to variables.
+Before printing, the loop IR is flattened, nests tensorized with the CPU's 8-bit dot
+product become vector statements (``cpu_intrin``), and it is vectorized (a vectorized loop
+is first cut where a condition on its variable changes, ``partition``); then accumulators
+that stay put across a reduction are kept in registers over it (``hoist``), and register
+tiles are promoted to variables. A kernel with dot products on an AVX-512 target is printed
+twice, with VNNI's ``vpdpbusd`` and in plain C, and its entry point calls the copy the CPU
+it runs on can execute.
 """
 
 from __future__ import annotations
