@@ -16,7 +16,8 @@ the stream. Inside them, each innermost nest becomes instructions by what it sto
 Buffers are placed in their on-chip memories as the loop nest allocates them (a buffer
 over capacity is an invalid schedule, with a message naming it). A loop bound to
 ``vthread`` runs its iterations as interleaved lanes, each with its own buffers, so that
-one lane's loads can overlap the other's compute. The dependency tokens come last, from the
+one lane's loads can overlap the other's compute (a reduction step's loads and GEMM are
+emitted for one lane, then the next). The dependency tokens come last, from the
 buffers each instruction reads and writes: an instruction waits (pops) for the latest
 instruction of a neighbouring module it conflicts with, which pushes.
 """
@@ -140,6 +141,7 @@ class _Codegen:
     def __init__(self, func: LoweredFunc, config: VtaConfig):
         self.c = config
         self.func = func
+        self.hold = False  # keep inner buffers placed (lanes emitted one by one)
         self.items: list[_Item] = []
         self.uops: list[Uop] = []
         self._kernels: dict[tuple[Uop, ...], int] = {}
@@ -277,8 +279,29 @@ class _Codegen:
                 f"needs {self.top[mem]} at once ({buf.name}: {entries} x {len(lanes)} "
                 "virtual thread(s)); choose smaller tiles")
         self.peak[mem] = max(self.peak[mem], self.top[mem])
-        self.walk(s.body, lanes)
-        self.top[mem] = saved
+        if len(lanes) > 1 and self._lane_by_lane(s.body):
+            tops, held, self.hold = dict(self.top), self.hold, True
+            for lane in lanes:
+                self.walk(s.body, [lane])
+            self.top, self.hold = tops, held
+        else:
+            self.walk(s.body, lanes)
+        if not self.hold:
+            self.top[mem] = saved
+
+    def _lane_by_lane(self, s: Stmt) -> bool:
+        """Whether ``s`` is one step of a reduction, loads and the GEMM that uses them
+        (no host loop): emitted one lane after the other. The load module runs in program
+        order, so with the lanes interleaved statement by statement, a lane's input load,
+        waiting for the other lane's GEMM to free that lane's buffer, would hold up this
+        lane's weight load behind it, and so this lane's next GEMM. Buffers allocated
+        inside stay placed until all lanes are done (``hold``)."""
+        loops = [x for x in walk_stmts(s) if isinstance(x, For)]
+        stores = [x for x in walk_stmts(s) if isinstance(x, Store)]
+        if any(x.kind == "vthread" or self._is_host_loop(x) for x in loops):
+            return False
+        scopes = {x.buffer.scope for x in stores}
+        return "acc" in scopes and bool(scopes & {"inp", "wgt"})
 
     def nest(self, s: Stmt, lanes: list[_Lane]) -> None:
         loops, tensorized, store = _peel(s)
