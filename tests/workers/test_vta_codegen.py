@@ -7,6 +7,7 @@ message saying why."""
 from __future__ import annotations
 
 import re
+
 import numpy as np
 import pytest
 
