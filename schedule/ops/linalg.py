@@ -58,6 +58,28 @@ def dense(X: Tensor, W: Tensor, bias: Tensor | None = None, activation: str = "n
     return out
 
 
+def dense_blocked_int8(X: Tensor, W: Tensor) -> Tensor:
+    """An 8-bit dense layer in the blocked layouts of a 4-byte dot-product instruction
+    (x86's ``vpdpbusd``): ``X (M, K)`` uint8 and ``W (N/16, K/4, 16, 4)`` int8 (16 output
+    features by 4 inputs per block) give the int32 ``(M, N/16, 16)``, i.e. ``X @ W.T``
+    with its features in blocks of 16. The innermost loops, 16 outputs by 4 reduction
+    steps, are one such instruction."""
+    op = "dense_blocked_int8"
+    check_ndim(X, 2, op, "X")
+    check_ndim(W, 4, op, "W")
+    (M, K), (No, Ko, lanes, four) = X.shape, W.shape
+    if (lanes, four, Ko * 4) != (16, 4, K):
+        raise ValueError(f"{op}: W {list(W.shape)} is not the blocked (N/16, K/4, 16, 4) "
+                         f"of X's K={K}")
+    if (X.dtype, W.dtype) != ("uint8", "int8"):
+        raise ValueError(f"{op}: X must be uint8 and W int8, got {X.dtype} and {W.dtype}")
+    ko = te.reduce_axis((0, Ko), name="ko")
+    ki = te.reduce_axis((0, 4), name="ki")
+    return te.compute((M, No, 16), lambda i, no, ni: te.sum(
+        to("int32", X[i, ko * 4 + ki]) * to("int32", W[no, ko, ni, ki]), axis=[ko, ki]),
+        name="T_dense", tag=tags.make(tags.REDUCTION, op))
+
+
 def batch_matmul(A: Tensor, B: Tensor, transpose_b: bool = False, out_dtype: str | None = None,
                  name: str = "T_batch_matmul") -> Tensor:
     """``C[b] = A[b] @ B[b]`` with ``A: (Bt, M, K)`` and ``B: (Bt, K, N)`` or, with

@@ -389,6 +389,13 @@ def conv2d_nchwc(data: np.ndarray, kernel: np.ndarray, stride: IntOrPair = 1,
     return layout_transform(out, "NCHW", f"NCHW{oc}c")
 
 
+def dense_blocked_int8(x: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """x (M, K) uint8, w (N/16, K/4, 16, 4) int8 -> int32 (M, N/16, 16)."""
+    no, ko, lanes, four = w.shape
+    weight = w.transpose(0, 2, 1, 3).reshape(no * lanes, ko * four).astype(np.int32)
+    return (x.astype(np.int32) @ weight.T).reshape(x.shape[0], no, lanes)
+
+
 def conv2d_nchw4c_int8(data: np.ndarray, kernel: np.ndarray, stride: IntOrPair = 1,
                        padding: IntOrPair = 0) -> np.ndarray:
     """data (N, C/4, H, W, 4) uint8, kernel (K/oc, C/4, R, S, oc, 4) int8 -> int32

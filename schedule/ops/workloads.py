@@ -1,8 +1,8 @@
-"""The registered workload operators of DESIGN.md's table, and the blocked int8
-convolution of CPU dot-product instructions, as ``OpSpec`` objects.
+"""The registered workload operators of DESIGN.md's table, and the blocked int8 dense
+and convolution of CPU dot-product instructions, as ``OpSpec`` objects.
 
 Every op takes ``dtype`` (default float32; int8, its only choice, for the blocked
-``conv2d_nchw4c_int8``). Integer matrix products and convolutions
+``dense_blocked_int8`` and ``conv2d_nchw4c_int8``). Integer matrix products and convolutions
 accumulate and return int32 for int8 inputs (a dense bias then is int32 too).
 ``avg_pool2d`` leaves padding out of the count (``count_include_pad=False``). In
 ``elementwise``, binary ops (add, sub, mul, div) each take one more input of the same
@@ -26,7 +26,7 @@ from .conv import (
     depthwise_conv2d_nchw,
 )
 from .elemwise import CHAIN_OPS, elementwise_chain, requantize
-from .linalg import ACTIVATIONS, batch_matmul, dense, matmul
+from .linalg import ACTIVATIONS, batch_matmul, dense, dense_blocked_int8, matmul
 from .nn import layer_norm, log_softmax, softmax
 from .pool import avg_pool2d, max_pool2d
 from .spec import MAX_DIM, MAX_WINDOW, Arg, OpSpec, Param, fail
@@ -284,6 +284,10 @@ CONV2D_NHWC = _conv_spec(
     conv2d_nhwc, ref.conv2d_nhwc)
 
 
+INT8_ONLY = Param("dtype", "str", default="int8", choices=("int8",),
+                  description="8-bit products (uint8 data, int8 weights) into int32")
+
+
 def _check_blocked_int8(p: P) -> None:
     if p["C"] % 4:
         fail("C", f"C={p['C']} must be a multiple of 4 (the input channel block; pad the "
@@ -309,13 +313,36 @@ CONV2D_NCHW4C_INT8 = OpSpec(
             _dim("H", "input height"), _dim("W", "input width"),
             _dim("K", "output channels (a multiple of 16)"), _dim("R", "kernel height"),
             _dim("S", "kernel width"), *_window_params(dilation=False),
-            Param("dtype", "str", default="int8", choices=("int8",),
-                  description="8-bit products (data uint8, kernel int8) into int32")),
+            INT8_ONLY),
     args_fn=_blocked_int8_args,
     build_fn=lambda t, p: conv2d_nchw4c_int8(t[0], t[1], p["stride"], p["padding"]),
     reference_fn=lambda a, p: ref.conv2d_nchw4c_int8(a[0], a[1], p["stride"], p["padding"]),
     flops_fn=lambda p: 2 * p["N"] * p["K"] * math.prod(_out_hw(p)) * p["C"] * p["R"] * p["S"],
     check_fn=_check_blocked_int8,
+)
+
+
+def _check_blocked_dense(p: P) -> None:
+    if p["K"] % 4:
+        fail("K", f"K={p['K']} must be a multiple of 4 (the input block; pad with zeros)")
+    if p["N"] % 16:
+        fail("N", f"N={p['N']} must be a multiple of 16 (the output feature block)")
+
+
+DENSE_BLOCKED_INT8 = OpSpec(
+    name="dense_blocked_int8",
+    description="8-bit dense layer in blocked layouts for int8 dot-product instructions: "
+                "X (M, K) uint8, W (N/16, K/4, 16, 4) int8, int32 output (M, N/16, 16) "
+                "= X @ W.T with its features in blocks of 16",
+    params=(_dim("M", "rows"), _dim("N", "output features (a multiple of 16)"),
+            _dim("K", "input features (a multiple of 4)"), INT8_ONLY),
+    args_fn=lambda p: [Arg("X", (p["M"], p["K"]), "uint8", 0, 15),
+                       Arg("W", (p["N"] // 16, p["K"] // 4, 16, 4), "int8", -8, 8),
+                       Arg("T_dense", (p["M"], p["N"] // 16, 16), "int32")],
+    build_fn=lambda t, p: dense_blocked_int8(t[0], t[1]),
+    reference_fn=lambda a, p: ref.dense_blocked_int8(a[0], a[1]),
+    flops_fn=lambda p: 2 * p["M"] * p["N"] * p["K"],
+    check_fn=_check_blocked_dense,
 )
 
 
@@ -485,7 +512,7 @@ ELEMENTWISE = OpSpec(
 )
 
 ALL: tuple[OpSpec, ...] = (
-    MATMUL, DENSE, BATCH_MATMUL, CONV2D_NCHW, CONV2D_NHWC, CONV2D_NCHW4C_INT8,
+    MATMUL, DENSE, DENSE_BLOCKED_INT8, BATCH_MATMUL, CONV2D_NCHW, CONV2D_NHWC, CONV2D_NCHW4C_INT8,
     DEPTHWISE_CONV2D_NCHW, MAX_POOL2D,
     AVG_POOL2D, SOFTMAX, LOG_SOFTMAX, LAYER_NORM, ELEMENTWISE,
 )

@@ -1,7 +1,7 @@
 """The CPU's 8-bit dot-product intrinsic (x86 VNNI ``vpdpbusd``, plain C elsewhere):
-int8 convolutions in the blocked layout tensorized by hand match numpy exactly on both
-code paths; the intrinsic matches only the loops it computes; the sketch rules offer it on
-AVX-512 targets only."""
+int8 convolutions and dense layers in the blocked layouts tensorized by hand match numpy
+exactly on both code paths; the intrinsic matches only the loops it computes; the sketch
+rules offer it on AVX-512 targets only."""
 
 from __future__ import annotations
 
@@ -58,6 +58,25 @@ def test_vnni_path_matches_numpy(stride: int, padding: int, r: int) -> None:
 
 
 @needs_x86
+@pytest.mark.parametrize("target", ["cpu -isa=avx512 -cores=2", "cpu -isa=avx2 -cores=2"])
+def test_a_tensorized_dense_matches_numpy(target: str) -> None:
+    wl = Workload.op("dense_blocked_int8", M=5, N=48, K=40)
+    s, args = make_schedule(wl)
+    stage = s[args[-1]]
+    m, no, ni, ko, ki = stage.leaf_iter_vars
+    koo, koi = stage.split(ko, factor=2)
+    stage.reorder(no, m, koo, koi, ni, ki)
+    stage.parallel(no)
+    stage.tensorize(ni, DOT_U8I8.name)
+    mod = build(s, args, target)
+    inputs = wl.random_inputs(2)
+    (expected,) = wl.reference(inputs)
+    out = np.zeros_like(expected)
+    mod(*inputs, out)
+    np.testing.assert_array_equal(out, expected)
+
+
+@needs_x86
 def test_the_library_uses_vpdpbusd() -> None:
     s, args = tensorized(conv())
     library = build(s, args, "cpu -isa=avx512 -cores=2").library_path
@@ -110,6 +129,9 @@ def test_sketches_offer_the_dot_product_on_avx512_only() -> None:
     assert sum("tensorized x86_dot_u8i8_16x4" in n for n in names["cpu -isa=avx512 -cores=2"]) == 2
     assert any("tensorized" not in n for n in names["cpu -isa=avx512 -cores=2"])
     assert not any("tensorized" in n for n in names["cpu -isa=avx2 -cores=2"])
+    dense = Workload.op("dense_blocked_int8", M=8, N=32, K=64)
+    assert sum("tensorized" in sk.name
+               for sk in generate_sketches(SearchTask(dense, "cpu -isa=avx512 -cores=2"))) == 2
     float_conv = Workload.op("conv2d_nchw", N=1, C=16, H=8, W=8, K=16, R=3, S=3)
     assert not any("tensorized" in sk.name
                    for sk in generate_sketches(SearchTask(float_conv, "cpu -isa=avx512 -cores=2")))
@@ -121,4 +143,6 @@ def test_the_blocked_op_checks_its_channels() -> None:
         spec.normalize({"N": 1, "C": 6, "H": 8, "W": 8, "K": 16, "R": 3, "S": 3})
     with pytest.raises(ValueError, match="multiple of 16"):
         spec.normalize({"N": 1, "C": 8, "H": 8, "W": 8, "K": 24, "R": 3, "S": 3})
+    with pytest.raises(ValueError, match="multiple of 4"):
+        get_op("dense_blocked_int8").normalize({"M": 1, "N": 16, "K": 6})
     assert Target.parse("cpu -isa=avx512 -cores=2").canonical == "cpu -isa=avx512 -cores=2"
