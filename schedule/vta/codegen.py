@@ -142,6 +142,8 @@ class _Codegen:
         self.c = config
         self.func = func
         self.hold = False  # keep inner buffers placed (lanes emitted one by one)
+        #: resets of a lane's accumulator deferred to just before its next GEMM
+        self.resets: dict[tuple[Buffer, int], tuple[list[_Loop], Store, _Lane]] = {}
         self.items: list[_Item] = []
         self.uops: list[Uop] = []
         self._kernels: dict[tuple[Uop, ...], int] = {}
@@ -296,11 +298,11 @@ class _Codegen:
         waiting for the other lane's GEMM to free that lane's buffer, would hold up this
         lane's weight load behind it, and so this lane's next GEMM. Buffers allocated
         inside stay placed until all lanes are done (``hold``)."""
-        loops = [x for x in walk_stmts(s) if isinstance(x, For)]
-        stores = [x for x in walk_stmts(s) if isinstance(x, Store)]
-        if any(x.kind == "vthread" or self._is_host_loop(x) for x in loops):
+        stmts = list(walk_stmts(s))
+        if any(isinstance(x, For) and (x.kind == "vthread" or self._is_host_loop(x))
+               for x in stmts):
             return False
-        scopes = {x.buffer.scope for x in stores}
+        scopes = {x.buffer.scope for x in stmts if isinstance(x, Store)}
         return "acc" in scopes and bool(scopes & {"inp", "wgt"})
 
     def nest(self, s: Stmt, lanes: list[_Lane]) -> None:
@@ -315,8 +317,14 @@ class _Codegen:
                                       "accumulator without the GEMM intrinsic (tensorize its "
                                       "innermost block)")
             first = tensorized.index(True)
-            for lane in lanes:
-                self.gemm(loops[:first], store, lane)
+            for n, lane in enumerate(lanes):
+                if n and isinstance(store.value, Const):
+                    # a later lane's reset waits for that lane's last store: it is emitted
+                    # just before the lane's next GEMM, so the first lane's can run first
+                    self.resets[(store.buffer, lane.bases[store.buffer])] = (
+                        loops[:first], store, lane)
+                else:
+                    self.gemm(loops[:first], store, lane)
         elif scope == "global":
             for lane in lanes:
                 self.alu_store(loops, store, lane)
@@ -462,6 +470,9 @@ class _Codegen:
 
     def gemm(self, loops: list[_Loop], store: Store, lane: _Lane) -> None:
         acc = store.buffer
+        reset = self.resets.pop((acc, lane.bases[acc]), None)
+        if reset is not None:
+            self.gemm(*reset)
         dst = self.affine(acc, store.indices, lane, loops)
         dst.base += lane.bases[acc]
         acc_region = self.region(acc, lane)
@@ -504,6 +515,8 @@ class _Codegen:
     # ------------------------------------------------------------------ driver
     def run(self) -> VtaProgram:
         self.walk(self.func.body, [_Lane({}, {})])
+        if self.resets:
+            raise VtaCodegenError("vta: an accumulator is reset but never accumulated into")
         if len(self.uops) > self.c.uop_depth:
             raise VtaCodegenError(f"vta: {len(self.uops)} micro-ops do not fit the micro-op "
                                   f"buffer ({self.c.uop_depth}); choose smaller inner loops")

@@ -251,6 +251,10 @@ def test_each_lane_loads_a_reduction_step_together_so_its_loads_never_wait_behin
         return {len(run) // 3 for run in re.findall(r"(?:inp)+", kinds)}
 
     assert input_runs(program) == input_runs(one_lane)  # one lane's step, then the other's
+    # the second lane's reset waits for its last store: it comes after the first lane's GEMM
+    gemms = ["reset" if i.reset else "gemm" for i in program.instructions
+             if type(i).__name__ == "Gemm"]
+    assert gemms[:3] == ["reset", "gemm", "reset"]
 
 
 def test_what_a_conv_needs_that_vta_lacks_is_said() -> None:
