@@ -59,6 +59,17 @@ def workloads(C: int, H: int, K: int, R: int, stride: int, pad: int, lanes: int)
     return nchw, packed, (ic, oc)
 
 
+def tune_fresh(workload, trials: int, db: str):
+    """Tune ``workload`` on this CPU from the empty database ``db``: (the best program's
+    module, tuning seconds per trial, its steps)."""
+    from tuner import apply_best, build_best, tune
+
+    start = time.perf_counter()
+    tune([workload], "cpu", trials, db=db)
+    per_trial = (time.perf_counter() - start) / trials
+    return build_best(workload, "cpu", db), per_trial, apply_best(workload, "cpu", db)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=64)
@@ -69,8 +80,6 @@ def main() -> int:
 
     from schedule import Target
     from schedule.ops import reference as ref
-    from tuner import build_best, tune
-
     torch.set_num_threads(2)
     lanes = Target.parse("cpu").vector_bits // 32
     print(f"{args.trials} trials per workload, float32 lanes {lanes}; median of "
@@ -80,14 +89,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for name, (C, H, K, R, stride, pad) in SHAPES.items():
             nchw, packed, blocks = workloads(C, H, K, R, stride, pad, lanes)
-            per_trial = []
-            modules = []
-            for i, wl in enumerate((nchw, packed)):
-                db = f"sqlite:///{Path(tmp) / f'{name.split()[0]}-{i}-{H}-{K}.db'}"
-                start = time.perf_counter()
-                tune([wl], "cpu", args.trials, db=db)
-                per_trial.append((time.perf_counter() - start) / args.trials)
-                modules.append(build_best(wl, "cpu", db))
+            modules, per_trial, _ = zip(*(
+                tune_fresh(wl, args.trials,
+                           f"sqlite:///{Path(tmp) / f'{name.split()[0]}-{i}-{H}-{K}.db'}")
+                for i, wl in enumerate((nchw, packed))), strict=True)
             # both checked against numpy's NCHW convolution (packed by numpy for the other)
             ic, oc = blocks
             inputs = nchw.random_inputs(seed=0)

@@ -21,7 +21,6 @@ import argparse
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +28,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from bench.packed_conv import block  # noqa: E402
+from bench.packed_conv import block, tune_fresh  # noqa: E402
 from bench.timing import median_call_time  # noqa: E402
 from bench.vta_resnet import LAYERS  # noqa: E402
 
@@ -64,8 +63,6 @@ def main() -> int:
     import torch
 
     from schedule import Target
-    from tuner import apply_best, build_best, tune
-
     torch.set_num_threads(2)
     target = Target.parse("cpu")
     lanes = target.vector_bits // 32
@@ -77,14 +74,9 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.layers.split(","):
             int8, fp32, flops = workloads(name, lanes)
-            modules, per_trial, kinds = [], [], []
-            for i, wl in enumerate((int8, fp32)):
-                db = f"sqlite:///{Path(tmp) / f'{name}-{i}.db'}"
-                start = time.perf_counter()
-                tune([wl], "cpu", args.trials, db=db)
-                per_trial.append((time.perf_counter() - start) / args.trials)
-                modules.append(build_best(wl, "cpu", db))
-                kinds.append(apply_best(wl, "cpu", db))
+            modules, per_trial, kinds = zip(*(
+                tune_fresh(wl, args.trials, f"sqlite:///{Path(tmp) / f'{name}-{i}.db'}")
+                for i, wl in enumerate((int8, fp32))), strict=True)
             calls = []
             for wl, module, exact in ((int8, modules[0], True), (fp32, modules[1], False)):
                 inputs = wl.random_inputs(0)

@@ -288,12 +288,17 @@ INT8_ONLY = Param("dtype", "str", default="int8", choices=("int8",),
                   description="8-bit products (uint8 data, int8 weights) into int32")
 
 
+def _check_blocks(p: P, inputs: str, outputs: str) -> None:
+    """The blocked int8 ops' sizes: ``inputs`` in blocks of 4, ``outputs`` of 16."""
+    if p[inputs] % 4:
+        fail(inputs, f"{inputs}={p[inputs]} must be a multiple of 4 (the input block; pad "
+                     "with zeros)")
+    if p[outputs] % 16:
+        fail(outputs, f"{outputs}={p[outputs]} must be a multiple of 16 (the output block)")
+
+
 def _check_blocked_int8(p: P) -> None:
-    if p["C"] % 4:
-        fail("C", f"C={p['C']} must be a multiple of 4 (the input channel block; pad the "
-                  "channels with zeros)")
-    if p["K"] % 16:
-        fail("K", f"K={p['K']} must be a multiple of 16 (the output channel block)")
+    _check_blocks(p, "C", "K")
     _check_window({**p, "dilation": [1, 1]})
 
 
@@ -322,13 +327,6 @@ CONV2D_NCHW4C_INT8 = OpSpec(
 )
 
 
-def _check_blocked_dense(p: P) -> None:
-    if p["K"] % 4:
-        fail("K", f"K={p['K']} must be a multiple of 4 (the input block; pad with zeros)")
-    if p["N"] % 16:
-        fail("N", f"N={p['N']} must be a multiple of 16 (the output feature block)")
-
-
 DENSE_BLOCKED_INT8 = OpSpec(
     name="dense_blocked_int8",
     description="8-bit dense layer in blocked layouts for int8 dot-product instructions: "
@@ -342,7 +340,7 @@ DENSE_BLOCKED_INT8 = OpSpec(
     build_fn=lambda t, p: dense_blocked_int8(t[0], t[1]),
     reference_fn=lambda a, p: ref.dense_blocked_int8(a[0], a[1]),
     flops_fn=lambda p: 2 * p["M"] * p["N"] * p["K"],
-    check_fn=_check_blocked_dense,
+    check_fn=lambda p: _check_blocks(p, "K", "N"),
 )
 
 
