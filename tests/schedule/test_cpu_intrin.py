@@ -145,3 +145,21 @@ def test_the_blocked_op_checks_its_channels() -> None:
     with pytest.raises(ValueError, match="multiple of 4"):
         get_op("dense_blocked_int8").normalize({"M": 1, "N": 16, "K": 6})
     assert Target.parse("cpu -isa=avx512 -cores=2").canonical == "cpu -isa=avx512 -cores=2"
+
+
+def test_the_blocked_te_ops_name_a_wrong_layout_or_dtype() -> None:
+    from schedule.ops.conv import conv2d_nchw4c_int8
+    from schedule.ops.linalg import dense_blocked_int8
+
+    data = te.placeholder((1, 2, 8, 8, 4), "uint8", name="data")
+    with pytest.raises(ValueError, match="blocked layouts"):
+        conv2d_nchw4c_int8(data, te.placeholder((1, 2, 3, 3, 4, 16), "int8", name="k"))
+    with pytest.raises(ValueError, match="uint8 and kernel int8"):
+        conv2d_nchw4c_int8(te.placeholder((1, 2, 8, 8, 4), "int8", name="d"),
+                           te.placeholder((1, 2, 3, 3, 16, 4), "int8", name="k"))
+    x = te.placeholder((4, 32), "uint8", name="x")
+    with pytest.raises(ValueError, match="not the blocked"):
+        dense_blocked_int8(x, te.placeholder((2, 4, 16, 4), "int8", name="w"))
+    with pytest.raises(ValueError, match="X must be uint8"):
+        dense_blocked_int8(te.placeholder((4, 32), "int8", name="x8"),
+                           te.placeholder((2, 8, 16, 4), "int8", name="w"))
