@@ -93,29 +93,14 @@ class KernelSignature:
             raise ValueError(f"malformed kernel signature: {err}") from None
 
 
-class Module:
-    """A compiled kernel callable on numpy arrays: ``mod(a, b, c)`` writes the outputs."""
+class ArrayKernel:
+    """What every built program shares, whatever runs it: a signature, and the check that
+    the numpy arrays a caller passes fit it."""
 
-    def __init__(self, signature: KernelSignature, library: Path, source: str = "",
-                 build_seconds: float = 0.0, func: LoweredFunc | None = None,
-                 flags: tuple[str, ...] = ()):
+    def __init__(self, signature: KernelSignature):
         self.signature = signature
-        self.func = func
-        self.source = source
-        self.library_path = library
-        self.build_seconds = build_seconds
-        self.flags = flags
-        n = len(signature.args)
         self._dtypes = [dt.numpy_dtype(a.dtype) for a in signature.args]
         self._outputs = [i for i, a in enumerate(signature.args) if a.is_output]
-        self._lib = ctypes.CDLL(str(library))
-        self._fn = getattr(self._lib, signature.entry)
-        self._fn.argtypes = [ctypes.c_void_p] * n
-        self._fn.restype = ctypes.c_int32
-        self._time_fn = getattr(self._lib, f"{signature.entry}_time")
-        self._time_fn.argtypes = [ctypes.c_void_p] * n + [
-            ctypes.c_int32, ctypes.c_int32, ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p]
-        self._time_fn.restype = ctypes.c_int32
 
     def check_args(self, arrays: Sequence[np.ndarray]) -> None:
         """Raise a clear error unless ``arrays`` fit the kernel: count, type, dtype, shape,
@@ -157,6 +142,39 @@ class Module:
                     raise ValueError(f"output {specs[i].name} overlaps argument "
                                      f"{specs[j].name}")
 
+    def check_timing(self, arrays: Sequence[np.ndarray], number: int, repeat: int,
+                     min_repeat_ms: int, flush_bytes: int) -> None:
+        """``check_args`` plus the timing settings' bounds."""
+        self.check_args(arrays)
+        for name, value in (("number", number), ("repeat", repeat)):
+            if not 1 <= value < 2**31:
+                raise ValueError(f"{name} must be between 1 and 2**31 - 1, got {value}")
+        if min_repeat_ms < 0 or flush_bytes < 0:
+            raise ValueError("min_repeat_ms and flush_bytes must not be negative")
+
+
+class Module(ArrayKernel):
+    """A compiled kernel callable on numpy arrays: ``mod(a, b, c)`` writes the outputs."""
+
+    def __init__(self, signature: KernelSignature, library: Path, source: str = "",
+                 build_seconds: float = 0.0, func: LoweredFunc | None = None,
+                 flags: tuple[str, ...] = ()):
+        super().__init__(signature)
+        self.func = func
+        self.source = source
+        self.library_path = library
+        self.build_seconds = build_seconds
+        self.flags = flags
+        n = len(signature.args)
+        self._lib = ctypes.CDLL(str(library))
+        self._fn = getattr(self._lib, signature.entry)
+        self._fn.argtypes = [ctypes.c_void_p] * n
+        self._fn.restype = ctypes.c_int32
+        self._time_fn = getattr(self._lib, f"{signature.entry}_time")
+        self._time_fn.argtypes = [ctypes.c_void_p] * n + [
+            ctypes.c_int32, ctypes.c_int32, ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p]
+        self._time_fn.restype = ctypes.c_int32
+
     def __call__(self, *arrays: np.ndarray) -> None:
         self.check_args(arrays)
         code = self._fn(*[_address(a) for a in arrays])
@@ -169,12 +187,7 @@ class Module:
         (see ``codegen_c``): a warm-up call, then ``repeat`` timings of ``number`` calls,
         each lasting at least ``min_repeat_ms``; with ``flush_bytes`` > 0 a scratch buffer
         that large is written before each repeat to evict the caches."""
-        self.check_args(arrays)
-        for name, value in (("number", number), ("repeat", repeat)):
-            if not 1 <= value < 2**31:
-                raise ValueError(f"{name} must be between 1 and 2**31 - 1, got {value}")
-        if min_repeat_ms < 0 or flush_bytes < 0:
-            raise ValueError("min_repeat_ms and flush_bytes must not be negative")
+        self.check_timing(arrays, number, repeat, min_repeat_ms, flush_bytes)
         results = (ctypes.c_double * repeat)()
         code = self._time_fn(*[_address(a) for a in arrays], number, repeat, min_repeat_ms,
                              flush_bytes, results)
@@ -315,6 +328,16 @@ def _run_compiler(command: list[str], timeout: float | None) -> None:
 
 
 def build(s: Schedule, args: Sequence[Tensor], target: str | Target = "cpu",
-          name: str = "main", timeout: float | None = None) -> Module:
-    """Lower, generate C and compile; returns a module callable on numpy arrays."""
+          name: str = "main", timeout: float | None = None) -> ArrayKernel:
+    """Lower, generate code and compile; returns a module callable on numpy arrays (C for
+    a cpu target, OpenCL C run through pyopencl for an opencl target)."""
+    target = Target.parse(target)
+    if target.kind == "opencl":
+        from .gpu_build import build_opencl  # it builds on this module
+
+        return build_opencl(s, args, target, name)
+    if target.kind == "cuda":
+        raise ValueError("build: cuda programs are generated with schedule.gpu_build."
+                         "gpu_source and compiled with compile_cuda; running them needs a GPU "
+                         "device, which this build does not drive yet")
     return compile_schedule(s, args, target, name, timeout).load()

@@ -1,11 +1,12 @@
 """The loop IR that lowering produces and code generation consumes: its statements, the one
 traversal every pass is built on, and its printer.
 
-Statements: ``For`` (a loop from 0, serial / parallel / vectorized / unrolled),
-``Seq``, ``Store``, ``IfThenElse``, ``Allocate``, and ``VStore`` (a vector store, made
-by vectorization just before C printing). Buffers are flat arrays with a shape, a dtype,
-a scope and row strides. Loads in expressions are ``expr.Load`` nodes whose source is a
-``Buffer``.
+Statements: ``For`` (a loop from 0, serial / parallel / vectorized / unrolled, or bound
+to a GPU thread index), ``Seq``, ``Store``, ``IfThenElse``, ``Allocate``, ``VStore`` (a
+vector store, made by vectorization just before C printing) and ``Barrier`` (a GPU
+block's threads wait for each other; made by the GPU lowering). Buffers are flat arrays
+with a shape, a dtype, a scope and row strides. Loads in expressions are ``expr.Load``
+nodes whose source is a ``Buffer``.
 
 ``StmtVisitor`` (read-only walks) and ``StmtMutator`` (rewrites) are the only code that
 knows each statement kind's children: a statement class names its ``visit_<kind>``
@@ -144,6 +145,14 @@ class Allocate(Stmt):
         self.body = body
 
 
+class Barrier(Stmt):
+    """Every thread of a GPU block waits here until all have arrived, and their writes to
+    shared memory before it are visible to all after it."""
+
+    __slots__ = ()
+    visit_method = "visit_barrier"
+
+
 def seq(*stmts: Stmt | None) -> Stmt:
     items = [s for s in stmts if s is not None]
     return items[0] if len(items) == 1 else Seq(items)
@@ -189,6 +198,9 @@ class StmtVisitor:
     def visit_allocate(self, s: Allocate) -> None:
         self.visit(s.body)
 
+    def visit_barrier(self, s: Barrier) -> None:
+        pass
+
 
 class StmtMutator:
     """A rewrite of a statement tree, bottom-up. The result is a new tree: every loop,
@@ -229,6 +241,9 @@ class StmtMutator:
 
     def visit_allocate(self, s: Allocate) -> Stmt | None:
         return Allocate(s.buffer, self.visit(s.body))
+
+    def visit_barrier(self, s: Barrier) -> Stmt | None:
+        return s
 
 
 class _Collect(StmtVisitor):
@@ -291,6 +306,9 @@ class UnrolledSize(StmtVisitor):
 
     visit_vstore = visit_store
 
+    def visit_barrier(self, s: Barrier) -> int:
+        return 0
+
 
 # ---------------------------------------------------------------------------- printing
 
@@ -347,6 +365,9 @@ class _Printer(StmtVisitor):
         b = s.buffer
         self.line(f"allocate {b.name}: {b.dtype}{list(b.shape)} {b.scope}")
         self.visit(s.body)
+
+    def visit_barrier(self, s: Barrier) -> None:
+        self.line("barrier")
 
 
 def stmt_str(s: Stmt, indent: int = 0) -> str:

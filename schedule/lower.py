@@ -26,6 +26,8 @@ from .schedule import Schedule, ScheduleError, Split, Stage
 from .tensor import IterVar, Reduce, Tensor
 
 _KIND = {"parallel": For.PARALLEL, "vectorize": For.VECTORIZED, "unroll": For.UNROLLED}
+# The thread bindings whose threads share one block's shared memory.
+_BLOCK_SHARED = frozenset({"threadIdx.x", "threadIdx.y", "threadIdx.z", "vthread", "cthread"})
 
 
 @dataclass
@@ -108,12 +110,16 @@ class _Lowering:
                 and self.s.stage_of(n.source) is producer]
 
     # ------------------------------------------------------------------ bound inference
-    def _enclosing_vars(self, stage: Stage, iv: IterVar) -> set[Var]:
+    def _enclosing_vars(self, stage: Stage, iv: IterVar, scope: str = "global") -> set[Var]:
+        """The loop variables fixed where a stage is computed at ``stage.iv``. A GPU block
+        shares a ``shared`` buffer: its region spans every thread (and virtual thread) of
+        the block, so those loops do not count as fixed for it."""
         out: set[Var] = set()
         cur, cur_iv = stage, iv
         while True:
             leaves = cur.leaf_iter_vars
-            out.update(v.var for v in leaves[:leaves.index(cur_iv) + 1])
+            out.update(v.var for v in leaves[:leaves.index(cur_iv) + 1]
+                       if not (scope == "shared" and cur.annotations.get(v) in _BLOCK_SHARED))
             if cur.attach != "at":
                 return out
             cur, cur_iv = cur.attach_stage, cur.attach_ivar
@@ -176,7 +182,7 @@ class _Lowering:
                 self._set_extents(st, [*shape, *reduce_extents])
                 continue
             target, iv = st.attach_stage, st.attach_ivar
-            fixed = self._enclosing_vars(target, iv)
+            fixed = self._enclosing_vars(target, iv, st.scope)
             lows: list[list[Expr]] = [[] for _ in shape]
             highs: list[list[Expr]] = [[] for _ in shape]
             unbounded = [False] * len(shape)

@@ -1,10 +1,11 @@
 """Hardware targets: what a schedule is built for and measured on.
 
-A :class:`Target` names a device kind (``cpu``, ``cuda`` or ``vta``) and the options that
-change which program is best on it (the CPU's ISA and core count, the GPU architecture,
-the VTA configuration). Its canonical string, e.g. ``cpu -isa=avx512 -cores=2``,
-``cuda -arch=sm_90`` or ``vta -config=1x16x16``, is part of every tuning record's identity,
-so it is deterministic and round-trips: ``Target.parse(str(t)) == t``.
+A :class:`Target` names a device kind (``cpu``, ``cuda``, ``opencl`` or ``vta``) and the
+options that change which program is best on it (the CPU's ISA and core count, the GPU
+architecture and its per-block limits, the OpenCL device, the VTA configuration). Its
+canonical string, e.g. ``cpu -isa=avx512 -cores=2``, ``cuda -arch=sm_90``,
+``opencl -device=pocl`` or ``vta -config=1x16x16``, is part of every tuning record's
+identity, so it is deterministic and round-trips: ``Target.parse(str(t)) == t``.
 
 Canonical form: the kind, then ``-key=value`` options in the fixed key order below; keys
 that are always written are marked "always", the others only when they differ from their
@@ -16,7 +17,10 @@ kind      options, in canonical order
 cpu       ``isa`` (always; avx512 | avx2 | sse4 | neon | generic), ``cores`` (always;
           1..1024), ``vector-bits`` (power of two, 64..2048; default: implied by isa)
 cuda      ``arch`` (always; ``sm_<1 to 4 digits>``), ``max-threads-per-block``
-          (1..1024, default 1024), ``shared-memory-bytes`` (1..1 MiB, default 49152)
+          (1..1024, default 1024), ``shared-memory-bytes`` (1..1 MiB, default 49152),
+          ``registers-per-thread`` (16..255, default 255)
+opencl    ``device`` (always; a short lower-case name such as ``pocl``),
+          ``max-threads-per-block`` and ``shared-memory-bytes`` as for cuda
 vta       ``config`` (always; ``BATCHxBLOCK_INxBLOCK_OUT``, powers of two, each at most
           256, default ``1x16x16``)
 ========  ==========================================================================
@@ -28,7 +32,8 @@ targets parsed from the same string compare equal on every machine.
 
 ``Target.parse("cpu")`` means the host CPU (:func:`host_cpu_target`); options given after
 the kind override what was detected (``cpu -isa=avx2`` keeps the host's core count).
-``Target.parse("cuda")`` asks ``nvidia-smi`` for the first GPU's architecture. The
+``Target.parse("cuda")`` asks ``nvidia-smi`` for the first GPU's architecture;
+``Target.parse("opencl")`` names the first OpenCL platform (through pyopencl). The
 environment variable ``TENSORTUNE_CPU_ISA`` lowers the detected host ISA (to test, say,
 the AVX2 path on an AVX-512 machine); it must name an ISA the host supports.
 
@@ -64,9 +69,10 @@ __all__ = [
     "host_cores",
     "host_cpu_target",
     "host_cuda_target",
+    "host_opencl_target",
 ]
 
-TARGET_KINDS: tuple[str, ...] = ("cpu", "cuda", "vta")
+TARGET_KINDS: tuple[str, ...] = ("cpu", "cuda", "opencl", "vta")
 """The accepted target kinds."""
 
 CPU_ISAS: tuple[str, ...] = ("avx512", "avx2", "sse4", "neon", "generic")
@@ -93,16 +99,23 @@ OptionValue = int | str
 # Canonical option order per kind; this order is part of the record format.
 _KEY_ORDER: dict[str, tuple[str, ...]] = {
     "cpu": ("isa", "cores", "vector-bits"),
-    "cuda": ("arch", "max-threads-per-block", "shared-memory-bytes"),
+    "cuda": ("arch", "max-threads-per-block", "shared-memory-bytes", "registers-per-thread"),
+    "opencl": ("device", "max-threads-per-block", "shared-memory-bytes"),
     "vta": ("config",),
 }
 _REQUIRED: dict[str, tuple[str, ...]] = {
     "cpu": ("isa", "cores"),
     "cuda": ("arch",),
+    "opencl": ("device",),
     "vta": ("config",),
 }
-_INT_KEYS = frozenset({"cores", "vector-bits", "max-threads-per-block", "shared-memory-bytes"})
-_CUDA_DEFAULTS: dict[str, int] = {"max-threads-per-block": 1024, "shared-memory-bytes": 49152}
+_INT_KEYS = frozenset({"cores", "vector-bits", "max-threads-per-block", "shared-memory-bytes",
+                       "registers-per-thread"})
+_GPU_DEFAULTS: dict[str, int] = {"max-threads-per-block": 1024, "shared-memory-bytes": 49152,
+                                 "registers-per-thread": 255}
+GPU_KINDS: tuple[str, ...] = ("cuda", "opencl")
+"""Target kinds that run the GPU lowering (grids of blocks of threads)."""
+WARP_SIZE = 32
 
 _ISA_VECTOR_BITS: dict[str, int] = {
     "avx512": 512,
@@ -136,6 +149,7 @@ _DEFAULT_CACHE_BYTES: dict[str, int] = {
 _UNKNOWN_MODEL = "unknown"
 
 _SM_RE = re.compile(r"sm_\d{1,4}")
+_DEVICE_RE = re.compile(r"[a-z][a-z0-9_]{0,31}")
 _DIGITS_RE = re.compile(r"\d+")
 _VTA_RE = re.compile(r"(\d+)x(\d+)x(\d+)")
 
@@ -178,10 +192,12 @@ def _validate_option(kind: str, key: str, value: Any) -> OptionValue:
                 f"cpu option -vector-bits={n}: must be a power of two between 64 and 2048"
             )
         if key == "max-threads-per-block" and not 1 <= n <= 1024:
-            raise ValueError(f"cuda option -max-threads-per-block={n}: must be in 1..1024")
+            raise ValueError(f"{kind} option -max-threads-per-block={n}: must be in 1..1024")
         if key == "shared-memory-bytes" and not 1 <= n <= MAX_SHARED_MEMORY_BYTES:
-            raise ValueError(f"cuda option -shared-memory-bytes={n}: must be in "
+            raise ValueError(f"{kind} option -shared-memory-bytes={n}: must be in "
                              f"1..{MAX_SHARED_MEMORY_BYTES}")
+        if key == "registers-per-thread" and not 16 <= n <= 255:
+            raise ValueError(f"cuda option -registers-per-thread={n}: must be in 16..255")
         return n
     if not isinstance(value, str):
         raise ValueError(f"{kind} option -{key}={value!r}: expected a string")
@@ -197,6 +213,11 @@ def _validate_option(kind: str, key: str, value: Any) -> OptionValue:
                 f"bad cuda arch {value[:40]!r} in -arch={value[:40]}; expected sm_<1 to 4 "
                 "digits>, e.g. sm_80, sm_90"
             )
+        return value
+    if key == "device":
+        if not _DEVICE_RE.fullmatch(value):
+            raise ValueError(f"bad opencl device {value[:40]!r} in -device={value[:40]}; "
+                             "expected a short lower-case name such as pocl")
         return value
     if key == "config":
         m = _VTA_RE.fullmatch(value) if len(value) <= 3 * _MAX_INT_DIGITS else None
@@ -214,8 +235,8 @@ def _validate_option(kind: str, key: str, value: Any) -> OptionValue:
 def _is_default(kind: str, key: str, value: OptionValue, opts: Mapping[str, OptionValue]) -> bool:
     if kind == "cpu" and key == "vector-bits":
         return value == _ISA_VECTOR_BITS[str(opts["isa"])]
-    if kind == "cuda":
-        return _CUDA_DEFAULTS.get(key) == value
+    if kind in GPU_KINDS:
+        return _GPU_DEFAULTS.get(key) == value
     return False
 
 
@@ -325,6 +346,9 @@ class Target:
         if kind == "cuda" and "arch" not in opts:
             base = host_cuda_target()
             return cls("cuda", {**dict(base.attrs), **opts}, base.facts)
+        if kind == "opencl" and "device" not in opts:
+            base = host_opencl_target()
+            return cls("opencl", {**dict(base.attrs), **opts}, base.facts)
         return cls(kind, opts)
 
     @classmethod
@@ -369,6 +393,14 @@ class Target:
                 "shared-memory-bytes": shared_memory_bytes,
             },
         )
+
+    @classmethod
+    def opencl(cls, device: str = "pocl", max_threads_per_block: int = 1024,
+               shared_memory_bytes: int = 49152) -> Target:
+        """An OpenCL target for ``device`` (``pocl``: PoCL running kernels on the CPU)."""
+        return cls("opencl", {"device": device,
+                              "max-threads-per-block": max_threads_per_block,
+                              "shared-memory-bytes": shared_memory_bytes})
 
     @classmethod
     def vta(cls, config: str = DEFAULT_VTA_CONFIG) -> Target:
@@ -511,17 +543,45 @@ class Target:
         """CUDA architecture as a number, e.g. 90 for ``sm_90``."""
         return int(self.arch[3:])
 
+    def _need_gpu(self, what: str) -> None:
+        if self.kind not in GPU_KINDS:
+            raise AttributeError(f"{what} is defined for cuda and opencl targets, "
+                                 f"not {self.kind!r}")
+
+    @property
+    def is_gpu(self) -> bool:
+        """Whether programs for this target are grids of thread blocks (cuda, opencl)."""
+        return self.kind in GPU_KINDS
+
     @property
     def max_threads_per_block(self) -> int:
-        """CUDA threads per block limit (default 1024)."""
-        self._need("cuda", "max_threads_per_block")
+        """Threads per block (work-group) limit (default 1024)."""
+        self._need_gpu("max_threads_per_block")
         return int(self.options.get("max-threads-per-block", 1024))
 
     @property
     def shared_memory_bytes(self) -> int:
-        """CUDA shared memory per block in bytes (default 49152)."""
-        self._need("cuda", "shared_memory_bytes")
+        """Shared (OpenCL: local) memory per block in bytes (default 49152)."""
+        self._need_gpu("shared_memory_bytes")
         return int(self.options.get("shared-memory-bytes", 49152))
+
+    @property
+    def registers_per_thread(self) -> int:
+        """CUDA registers per thread limit (default 255), checked with ``ptxas -v``."""
+        self._need("cuda", "registers_per_thread")
+        return int(self.options.get("registers-per-thread", 255))
+
+    @property
+    def warp_size(self) -> int:
+        """Threads that run in lock step (32 on NVIDIA GPUs; 1 assumed for OpenCL)."""
+        self._need_gpu("warp_size")
+        return WARP_SIZE if self.kind == "cuda" else 1
+
+    @property
+    def device(self) -> str:
+        """The OpenCL device name, e.g. ``pocl``."""
+        self._need("opencl", "device")
+        return str(self.options["device"])
 
     @property
     def config(self) -> str:
@@ -727,3 +787,32 @@ def host_cuda_target() -> Target:
     if not m:
         raise ValueError(f"nvidia-smi reported an unreadable compute capability {cap!r}")
     return Target("cuda", {"arch": f"sm_{m.group(1)}{m.group(2)}"}, {"model_name": name})
+
+
+_PLATFORM_NAMES = {"portable computing language": "pocl", "nvidia cuda": "nvidia",
+                   "intel(r) opencl": "intel", "amd accelerated parallel processing": "amd"}
+
+
+def opencl_device_name(platform_name: str) -> str:
+    """The target's short device name for an OpenCL platform name (``pocl`` for PoCL)."""
+    known = _PLATFORM_NAMES.get(platform_name.strip().lower())
+    if known:
+        return known
+    slug = re.sub(r"[^a-z0-9_]", "_", platform_name.strip().lower())[:32].strip("_")
+    return slug if _DEVICE_RE.fullmatch(slug) else "opencl"
+
+
+def host_opencl_target() -> Target:
+    """The first OpenCL device of this machine (via pyopencl), else ``ValueError``."""
+    try:
+        import pyopencl as cl
+
+        platform = cl.get_platforms()[0]
+        device = platform.get_devices()[0]
+    except Exception as err:  # no package, no ICD, no platform: all mean "none here"
+        raise ValueError("opencl target needs -device=<name> (e.g. 'opencl -device=pocl'): "
+                         f"no OpenCL device found ({type(err).__name__})") from None
+    # The limits stay the portable defaults (a GPU's): PoCL on a CPU allows far more, but
+    # the schedules it checks are meant for GPUs.
+    return Target("opencl", {"device": opencl_device_name(platform.name)},
+                  {"model_name": str(device.name)})

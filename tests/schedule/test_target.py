@@ -210,7 +210,7 @@ def test_targets_are_immutable_and_picklable() -> None:
 @pytest.mark.parametrize(
     ("text", "bad"),
     [
-        ("", "cpu, cuda, vta"),
+        ("", "cpu, cuda, opencl, vta"),
         ("gpu -arch=sm_90", "gpu"),
         ("CPU", "CPU"),
         ("cpu -isa=avx9", "avx9"),

@@ -1,0 +1,268 @@
+"""CUDA C and OpenCL C from one GPU program (``gpu_lower``).
+
+One printer walks the loop IR; a :class:`Dialect` says how each language spells what
+differs: the kernel qualifier and parameter qualifiers, block and thread indices, shared
+memory, the barrier, scalar type names and math function names. Everything else (loops,
+guards, indexing, helper functions for floor division) is printed once.
+
+Each kernel is an ``extern "C"`` (CUDA) or plain (OpenCL) function named
+``<function>_kernel<i>`` taking the global buffers it touches, in the order
+``Kernel.params`` lists them.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from . import dtype as dt
+from .codegen_c import _RESERVED, _nonnegative
+from .expr import Binary, Call, Cast, Compare, Const, Expr, Load, Logic, Not, Select, Var
+from .gpu_lower import GpuProgram, Kernel
+from .loop_ir import Allocate, Barrier, Buffer, For, IfThenElse, Stmt, StmtVisitor, Store
+from .schedule import ScheduleError
+
+_MATH = ("exp", "log", "sqrt", "tanh", "erf", "floor", "ceil", "pow")
+# Names a buffer or loop may not take in either dialect (beyond C's).
+_GPU_RESERVED = _RESERVED | frozenset([
+    "kernel", "__kernel", "global", "local", "constant", "private", "half", "uchar", "uint",
+    "ulong", "ushort", "barrier", "class", "new", "delete", "template", "this", "namespace",
+    "operator", "private", "public", "protected", "virtual", "typename", "using", "min",
+    "max", "signed", "blockIdx", "threadIdx", "blockDim", "gridDim", "warpSize"])
+
+
+@dataclass(frozen=True)
+class Dialect:
+    """How one GPU language spells the parts that differ."""
+
+    name: str
+    prelude: str
+    kernel: str  # the qualifiers before a kernel's return type
+    param: str  # a global buffer parameter, with {type} and {name}
+    shared: str  # a shared array declaration, with {type}, {name} and {size}
+    barrier: str
+    helper: str  # the qualifiers of a device helper function
+    indices: dict[str, str]
+    types: dict[str, str]
+    float_suffix_math: bool  # CUDA's expf/logf; OpenCL's overloaded exp/log
+
+    def math(self, name: str, dtype: str) -> str:
+        if name == "abs":
+            return "fabsf" if self.float_suffix_math else "fabs"
+        return f"{name}f" if self.float_suffix_math and dtype == "float32" else name
+
+
+CUDA = Dialect(
+    name="cuda",
+    prelude="#include <math.h>\n",
+    kernel='extern "C" __global__ void',
+    param="{type}* __restrict__ {name}",
+    shared="__shared__ {type} {name}[{size}];",
+    barrier="__syncthreads();",
+    helper="__device__ __forceinline__",
+    indices={"blockIdx.x": "blockIdx.x", "blockIdx.y": "blockIdx.y", "blockIdx.z": "blockIdx.z",
+             "threadIdx.x": "threadIdx.x", "threadIdx.y": "threadIdx.y",
+             "threadIdx.z": "threadIdx.z"},
+    types={"float32": "float", "float16": "__half", "int8": "signed char",
+           "uint8": "unsigned char", "int32": "int", "int64": "long long", "bool": "bool"},
+    float_suffix_math=True,
+)
+
+OPENCL = Dialect(
+    name="opencl",
+    prelude="",
+    kernel="__kernel void",
+    param="__global {type}* restrict {name}",
+    shared="__local {type} {name}[{size}];",
+    barrier="barrier(CLK_LOCAL_MEM_FENCE);",
+    helper="inline",
+    indices={"blockIdx.x": "get_group_id(0)", "blockIdx.y": "get_group_id(1)",
+             "blockIdx.z": "get_group_id(2)", "threadIdx.x": "get_local_id(0)",
+             "threadIdx.y": "get_local_id(1)", "threadIdx.z": "get_local_id(2)"},
+    types={"float32": "float", "float16": "half", "int8": "char", "uint8": "uchar",
+           "int32": "int", "int64": "long", "bool": "bool"},
+    float_suffix_math=False,
+)
+
+DIALECTS = {"cuda": CUDA, "opencl": OPENCL}
+
+
+class GpuCodegen(StmtVisitor):
+    """Prints the kernels of one program in one dialect."""
+
+    def __init__(self, program: GpuProgram, dialect: Dialect):
+        self.program = program
+        self.d = dialect
+        self.helpers: dict[str, str] = {}
+        self.names: dict[int, str] = {}
+        self.lines: list[str] = []
+        self.indent = 1
+
+    # ------------------------------------------------------------------ names and types
+    def ctype(self, dtype: str) -> str:
+        if dtype == "float16":
+            raise ScheduleError("GPU code generation does not support float16 yet")
+        return self.d.types[dtype]
+
+    def name(self, obj: Var | Buffer, hint: str) -> str:
+        key = id(obj)
+        if key not in self.names:
+            base = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in hint) or "v"
+            if base[0].isdigit() or base in _GPU_RESERVED or base.startswith("tt_"):
+                base = f"v_{base}"
+            taken = set(self.names.values())
+            name, n = base, 1
+            while name in taken:
+                name, n = f"{base}_{n}", n + 1
+            self.names[key] = name
+        return self.names[key]
+
+    # ------------------------------------------------------------------ expressions
+    def expr(self, e: Expr) -> str:
+        if isinstance(e, Var):
+            return self.name(e, e.name)
+        if isinstance(e, Const):
+            return self.const(e)
+        if isinstance(e, Load):
+            return f"{self.name(e.source, e.source.name)}[{self.expr(e.indices[0])}]"
+        if isinstance(e, Compare | Logic):
+            op = {"and": "&&", "or": "||"}.get(e.op, e.op)
+            return f"({self.expr(e.a)} {op} {self.expr(e.b)})"
+        if isinstance(e, Binary):
+            return self._binary(e)
+        if isinstance(e, Not):
+            return f"(!{self.expr(e.a)})"
+        if isinstance(e, Select):
+            return (f"({self.expr(e.cond)} ? {self.expr(e.true_value)} : "
+                    f"{self.expr(e.false_value)})")
+        if isinstance(e, Cast):
+            return f"(({self.ctype(e.dtype)})({self.expr(e.value)}))"
+        if isinstance(e, Call):
+            return self._call(e)
+        raise ScheduleError(f"GPU code generation: unsupported expression {type(e).__name__}")
+
+    def const(self, c: Const) -> str:
+        if c.dtype == "bool":
+            return "true" if c.value else "false"
+        if dt.is_float(c.dtype):
+            v = float(c.value)
+            if math.isinf(v):
+                return "INFINITY" if v > 0 else "(-INFINITY)"
+            if math.isnan(v):
+                return "NAN"
+            text = repr(v)
+            return (text if "e" in text or "." in text else f"{text}.0") + "f"
+        if c.dtype == "int64":
+            return f"(({self.ctype('int64')}){c.value})"
+        if c.dtype in ("int8", "uint8"):
+            return f"(({self.ctype(c.dtype)}){c.value})"
+        return str(c.value) if c.value >= -(2**31) + 1 else f"({c.value})"
+
+    def _binary(self, e: Binary) -> str:
+        a, b = self.expr(e.a), self.expr(e.b)
+        if e.op in ("+", "-", "*", "/"):
+            return f"({a} {e.op} {b})"
+        if e.op in ("min", "max"):  # as the C generator has them (NaN handling included)
+            body = f"x {'<' if e.op == 'min' else '>'} y ? x : y"
+            return f"{self._helper(e.op, e.dtype, body)}({a}, {b})"
+        if e.op in ("floordiv", "floormod"):
+            if isinstance(e.b, Const) and e.b.value > 0 and _nonnegative(e.a):
+                return f"({a} {'/' if e.op == 'floordiv' else '%'} {b})"
+            body = ("(x / y) - ((x % y != 0) && ((x < 0) != (y < 0)))" if e.op == "floordiv"
+                    else "((x % y) + y) % y")
+            return f"{self._helper(e.op, e.dtype, body)}({a}, {b})"
+        raise ScheduleError(f"GPU code generation: unsupported operator {e.op}")
+
+    def _helper(self, op: str, dtype: str, body: str) -> str:
+        ct = self.ctype(dtype)
+        name = f"tt_{op}_{dtype}"
+        self.helpers.setdefault(name, f"{self.d.helper} {ct} {name}({ct} x, {ct} y) "
+                                      f"{{ return {body}; }}")
+        return name
+
+    def _call(self, e: Call) -> str:
+        args = [self.expr(a) for a in e.args]
+        if e.dtype != "float32" and not (e.name == "abs" and dt.is_int(e.dtype)):
+            raise ScheduleError(f"GPU code generation: {e.name} of {e.dtype} is not supported")
+        if e.name == "abs" and dt.is_int(e.dtype):
+            return f"(({args[0]}) < 0 ? -({args[0]}) : ({args[0]}))"
+        if e.name == "sigmoid":
+            return f"(1.0f / (1.0f + {self.d.math('exp', e.dtype)}(-({args[0]}))))"
+        if e.name == "rsqrt":
+            return f"rsqrt{'f' if self.d.float_suffix_math else ''}({args[0]})"
+        if e.name in _MATH or e.name == "abs":
+            return f"{self.d.math(e.name, e.dtype)}({', '.join(args)})"
+        raise ScheduleError(f"GPU code generation: unsupported function {e.name}")
+
+    # ------------------------------------------------------------------ statements
+    def emit(self, text: str) -> None:
+        self.lines.append(f"{'  ' * self.indent}{text}")
+
+    def nested(self, s: Stmt) -> None:
+        self.indent += 1
+        self.visit(s)
+        self.indent -= 1
+
+    def visit_store(self, s: Store) -> None:
+        self.emit(f"{self.name(s.buffer, s.buffer.name)}[{self.expr(s.indices[0])}] = "
+                  f"{self.expr(s.value)};")
+
+    def visit_if(self, s: IfThenElse) -> None:
+        self.emit(f"if ({self.expr(s.cond)}) {{")
+        self.nested(s.then_body)
+        if s.else_body is not None:
+            self.emit("} else {")
+            self.nested(s.else_body)
+        self.emit("}")
+
+    def visit_for(self, s: For) -> None:
+        if s.kind not in (For.SERIAL, For.UNROLLED, For.VECTORIZED):
+            raise ScheduleError(f"loop {s.var.name} ({s.kind}) has no GPU code generation")
+        var = self.name(s.var, s.var.name)
+        step = s.pragmas.get("auto_unroll_max_step", 0)
+        if s.kind == For.UNROLLED or (step and isinstance(s.extent, Const)
+                                      and int(s.extent.value) <= step):
+            self.emit("#pragma unroll")
+        self.emit(f"for (int {var} = 0; {var} < {self.expr(s.extent)}; ++{var}) {{")
+        self.nested(s.body)
+        self.emit("}")
+
+    def visit_allocate(self, s: Allocate) -> None:
+        buf = s.buffer
+        self.emit("{")
+        self.emit(f"  {self.ctype(buf.dtype)} {self.name(buf, buf.name)}[{buf.size}];")
+        self.nested(s.body)
+        self.emit("}")
+
+    def visit_barrier(self, s: Barrier) -> None:
+        self.emit(self.d.barrier)
+
+    # ------------------------------------------------------------------ kernels
+    def kernel(self, k: Kernel) -> list[str]:
+        params = ", ".join(self.d.param.format(type=self.ctype(b.dtype),
+                                               name=self.name(b, b.name)) for b in k.params)
+        bounds = f"__launch_bounds__({k.threads_per_block}) " if self.d is CUDA else ""
+        head = f"{self.d.kernel} {bounds}{k.name}({params}) {{"
+        if self.d is OPENCL:
+            head = (f"__attribute__((reqd_work_group_size({k.block[0]}, {k.block[1]}, "
+                    f"{k.block[2]})))\n{head}")
+        self.lines = []
+        self.indent = 1
+        for var, tag in k.indices.items():
+            self.emit(f"const int {self.name(var, var.name)} = (int){self.d.indices[tag]};")
+        for buf in k.shared:
+            self.emit(self.d.shared.format(type=self.ctype(buf.dtype),
+                                           name=self.name(buf, buf.name), size=buf.size))
+        self.visit(k.body)
+        return [head, *self.lines, "}"]
+
+    def generate(self) -> str:
+        bodies: list[str] = []
+        for k in self.program.kernels:
+            bodies += ["", *self.kernel(k)]
+        return "\n".join([self.d.prelude, *self.helpers.values(), *bodies, ""])
+
+
+def generate_gpu(program: GpuProgram, dialect: str) -> str:
+    """The CUDA C (``dialect="cuda"``) or OpenCL C (``"opencl"``) source of ``program``."""
+    return GpuCodegen(program, DIALECTS[dialect]).generate()

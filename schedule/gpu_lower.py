@@ -1,0 +1,451 @@
+"""GPU lowering: a lowered function becomes kernels launched over grids of thread blocks.
+
+Each nest at the function's root (one stage and what is computed inside it) is one
+kernel. Its loops bound to ``blockIdx.*`` / ``threadIdx.*`` are not loops on a GPU: their
+variable is the block's or the thread's index, the launch is as wide as the widest loop
+bound to each index, and a narrower loop is guarded. Then, in order:
+
+- virtual threads (loops bound to ``vthread``) are unrolled into interleaved independent
+  streams inside each thread: the unrolling is pushed down through loops, sequences and
+  branches that do not depend on the virtual thread, and a per-thread buffer allocated
+  inside one is duplicated for each (as TVM's virtual-thread injection does);
+- a ``shared`` buffer (one per block, its region spanning all the block's threads: see
+  ``lower``) is filled cooperatively and fenced: a barrier after the fills and, where the
+  fills repeat inside a loop, one before them, so no thread overwrites what another still
+  reads. A barrier that not every thread of a block reaches (inside a condition or a loop
+  that depends on the thread index) is an invalid schedule;
+- the schedule is checked for what would race or not fit: a reduction whose output
+  does not follow a bound index, a per-thread buffer written by a loop bound to threads,
+  threads per block and shared memory per block against the target's limits.
+
+The result is a :class:`GpuProgram` that ``codegen_gpu`` prints as CUDA or OpenCL.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .expr import Const, Expr, Load, Var, free_vars, transform, walk
+from .loop_ir import (
+    Allocate,
+    Barrier,
+    Buffer,
+    For,
+    IfThenElse,
+    LoweredFunc,
+    Seq,
+    Stmt,
+    StmtMutator,
+    StmtVisitor,
+    Store,
+)
+from .passes import substitute_stmt
+from .schedule import ScheduleError
+from .target import Target
+from .vectorize import flatten
+
+BLOCK_TAGS = ("blockIdx.x", "blockIdx.y", "blockIdx.z")
+THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
+VIRTUAL_TAGS = ("vthread", "cthread")
+# CUDA's grid limits per dimension (x, y, z); OpenCL devices allow at least as much.
+MAX_GRID = (2**31 - 1, 65535, 65535)
+# Per-thread arrays larger than this would live in slow local memory at best.
+MAX_LOCAL_BYTES = 64 * 1024
+
+
+@dataclass
+class Kernel:
+    """One launch: a grid of ``grid`` blocks of ``block`` threads (x, y, z) running
+    ``body``. ``params`` are the global buffers it touches, ``shared`` its block-shared
+    buffers, ``indices`` the variables standing for block/thread indices (by tag)."""
+
+    name: str
+    grid: tuple[int, int, int]
+    block: tuple[int, int, int]
+    params: list[Buffer]
+    shared: list[Buffer]
+    indices: dict[Var, str]
+    body: Stmt
+
+    @property
+    def threads_per_block(self) -> int:
+        return self.block[0] * self.block[1] * self.block[2]
+
+    @property
+    def shared_bytes(self) -> int:
+        return sum(b.nbytes for b in self.shared)
+
+
+@dataclass
+class GpuProgram:
+    """Kernels run in order over the arguments and ``temporaries`` (global buffers for
+    intermediate stages computed at the root, allocated by the host)."""
+
+    name: str
+    args: list[Buffer]
+    temporaries: list[Buffer]
+    kernels: list[Kernel] = field(default_factory=list)
+
+
+def lower_gpu(func: LoweredFunc, target: Target) -> GpuProgram:
+    """The kernels of ``func`` (lowered with ``unroll=False``) for a cuda/opencl target;
+    ``ScheduleError`` naming the stage and the reason when the schedule cannot run."""
+    body = func.body
+    temporaries: list[Buffer] = []
+    while isinstance(body, Allocate):
+        buf = body.buffer
+        if buf.scope != "global":
+            raise ScheduleError(f"{buf.name} is in {buf.scope} memory but computed at the "
+                                "root: compute it at a loop inside a kernel (compute_at)")
+        temporaries.append(buf)
+        body = body.body
+    parts = body.stmts if isinstance(body, Seq) else [body]
+    program = GpuProgram(func.name, list(func.args), temporaries)
+    globals_ = [*func.args, *temporaries]
+    for i, part in enumerate(parts):
+        program.kernels.append(_kernel(part, f"{func.name}_kernel{i}", globals_, target))
+    return program
+
+
+def _kernel(nest: Stmt, name: str, globals_: list[Buffer], target: Target) -> Kernel:
+    launch = _launch_extents(nest)
+    if not any(tag in launch for tag in (*BLOCK_TAGS, *THREAD_TAGS)):
+        raise ScheduleError(f"{_first_output(nest)} is not bound to GPU threads: bind its "
+                            "outer loops to blockIdx.* and threadIdx.* (a GPU target runs "
+                            "nothing on the host)")
+    _RaceCheck().visit(nest)
+    nest = _InjectVirtualThreads().visit(nest)
+    indices = {tag: Var(tag.replace(".", "_"), "int32") for tag in launch
+               if tag in BLOCK_TAGS or tag in THREAD_TAGS}
+    nest = _BindIndices(launch, indices).visit(nest)
+    fences = _Fences()
+    nest = fences.visit(nest)
+    nest = _place_barriers(nest, fences.fills, in_loop=False)
+    index_vars = {v: tag for tag, v in indices.items()}
+    _DivergenceCheck({v for v, tag in index_vars.items() if tag in THREAD_TAGS}).visit(nest)
+    grid = tuple(launch.get(tag, 1) for tag in BLOCK_TAGS)
+    block = tuple(launch.get(tag, 1) for tag in THREAD_TAGS)
+    used = _Buffers()
+    used.visit(nest)
+    kernel = Kernel(name, grid, block, [b for b in globals_ if b in used.buffers],
+                    fences.shared, index_vars, flatten(nest))
+    _check_limits(kernel, used.local, target)
+    return kernel
+
+
+# ---------------------------------------------------------------------------- analysis
+
+
+def _launch_extents(s: Stmt) -> dict[str, int]:
+    """The widest constant extent bound to each thread tag; a loop nested inside one
+    bound to the same block index is refused (it would run only its diagonal)."""
+    launch: dict[str, int] = {}
+
+    class Walk(StmtVisitor):
+        def __init__(self) -> None:
+            self.bound: list[str] = []
+
+        def visit_for(self, loop: For) -> None:
+            tag = loop.kind
+            if tag in (*BLOCK_TAGS, *THREAD_TAGS, *VIRTUAL_TAGS):
+                if not isinstance(loop.extent, Const):
+                    raise ScheduleError(f"loop {loop.var.name} bound to {tag} has a variable "
+                                        "extent; bound loops need a constant one")
+                if tag in BLOCK_TAGS and tag in self.bound:
+                    raise ScheduleError(f"loop {loop.var.name} is bound to {tag} inside "
+                                        f"another loop bound to {tag}")
+                launch[tag] = max(launch.get(tag, 1), int(loop.extent.value))
+            elif loop.kind == For.PARALLEL:
+                raise ScheduleError(f"loop {loop.var.name} is parallel, a cpu annotation: "
+                                    "on a GPU bind it to blockIdx.* or threadIdx.* instead")
+            elif loop.kind == For.TENSORIZED:
+                raise ScheduleError(f"loop {loop.var.name} is tensorized with {loop.intrin}, "
+                                    "which has no GPU code generation")
+            self.bound.append(tag)
+            super().visit_for(loop)
+            self.bound.pop()
+
+    Walk().visit(s)
+    return launch
+
+
+def _first_output(s: Stmt) -> str:
+    for node in _stores(s):
+        return node.buffer.name
+    return "the stage"
+
+
+def _stores(s: Stmt) -> list[Store]:
+    out: list[Store] = []
+
+    class Collect(StmtVisitor):
+        def visit_store(self, st: Store) -> None:
+            out.append(st)
+
+    Collect().visit(s)
+    return out
+
+
+class _RaceCheck(StmtVisitor):
+    """Refuses what would make threads race: a per-thread buffer filled by a loop bound to
+    threads or blocks (each thread would compute only its slice of its own copy), and an
+    accumulation whose element does not depend on every bound index around it (threads
+    would add into one element at once: a reduction axis bound without ``rfactor``)."""
+
+    def __init__(self) -> None:
+        self.bound: list[tuple[Var, str]] = []
+        self.allocated_at: dict[Buffer, int] = {}  # buffer -> depth of bound loops there
+
+    def visit_for(self, loop: For) -> None:
+        bound = loop.kind in (*BLOCK_TAGS, *THREAD_TAGS, *VIRTUAL_TAGS)
+        if bound:
+            self.bound.append((loop.var, loop.kind))
+        super().visit_for(loop)
+        if bound:
+            self.bound.pop()
+
+    def visit_allocate(self, s: Allocate) -> None:
+        self.allocated_at[s.buffer] = len(self.bound)
+        super().visit_allocate(s)
+
+    def visit_store(self, s: Store) -> None:
+        buf = s.buffer
+        depth = self.allocated_at.get(buf, 0)
+        private = buf in self.allocated_at and buf.scope != "shared"
+        inside = self.bound[depth:] if private else self.bound
+        if private:
+            for var, tag in inside:
+                if tag not in VIRTUAL_TAGS:
+                    raise ScheduleError(
+                        f"{buf.name} is a per-thread buffer ({buf.scope}) but the loop "
+                        f"{var.name} that fills it is bound to {tag}: put it in shared "
+                        "memory (scope 'shared') to fill it across threads")
+        reads_itself = any(isinstance(n, Load) and n.source is buf for n in walk(s.value))
+        if not reads_itself:
+            return
+        used = set().union(*(free_vars(i) for i in s.indices)) if s.indices else set()
+        relevant = [(v, t) for v, t in inside if buf.scope != "shared" or t in THREAD_TAGS]
+        for var, tag in relevant:
+            if var not in used:
+                raise ScheduleError(
+                    f"threads race on {buf.name}: it accumulates over loop {var.name}, "
+                    f"which is bound to {tag}; bind only axes that index the output (or "
+                    "rfactor the reduction first)")
+
+
+class _Buffers(StmtVisitor):
+    """Buffers a kernel touches, and its per-thread allocations."""
+
+    def __init__(self) -> None:
+        self.buffers: set[Buffer] = set()
+        self.local: list[Buffer] = []
+
+    def visit_expr(self, e: Expr) -> None:
+        self.buffers.update(n.source for n in walk(e) if isinstance(n, Load)
+                            and isinstance(n.source, Buffer))
+
+    def visit_store(self, s: Store) -> None:
+        self.buffers.add(s.buffer)
+        super().visit_store(s)
+
+    def visit_allocate(self, s: Allocate) -> None:
+        self.local.append(s.buffer)
+        super().visit_allocate(s)
+
+
+def _check_limits(kernel: Kernel, local: list[Buffer], target: Target) -> None:
+    threads = kernel.threads_per_block
+    if threads > target.max_threads_per_block:
+        raise ScheduleError(f"{kernel.name} needs {threads} threads per block "
+                            f"({' x '.join(map(str, kernel.block))}); the target allows "
+                            f"{target.max_threads_per_block}")
+    if kernel.shared_bytes > target.shared_memory_bytes:
+        names = ", ".join(f"{b.name} {b.nbytes} B" for b in kernel.shared)
+        raise ScheduleError(f"{kernel.name} needs {kernel.shared_bytes} bytes of shared memory "
+                            f"per block ({names}); the target allows "
+                            f"{target.shared_memory_bytes}")
+    for extent, limit, axis in zip(kernel.grid, MAX_GRID, "xyz", strict=True):
+        if extent > limit:
+            raise ScheduleError(f"{kernel.name} needs {extent} blocks along {axis}; at most "
+                                f"{limit}")
+    per_thread = sum(b.nbytes for b in local)
+    if per_thread > MAX_LOCAL_BYTES:
+        raise ScheduleError(f"{kernel.name} needs {per_thread} bytes of per-thread buffers "
+                            f"({', '.join(b.name for b in local)}); at most {MAX_LOCAL_BYTES}")
+
+
+# ---------------------------------------------------------------------------- virtual threads
+
+
+def _stmt_vars(s: Stmt) -> set[Var]:
+    found: set[Var] = set()
+
+    class Collect(StmtVisitor):
+        def visit_expr(self, e: Expr) -> None:
+            found.update(free_vars(e))
+
+    Collect().visit(s)
+    return found
+
+
+class _InjectVirtualThreads(StmtMutator):
+    def visit_for(self, s: For) -> Stmt:
+        body = self.visit(s.body)
+        if s.kind not in VIRTUAL_TAGS:
+            return For(s.var, s.extent, s.kind, body, s.pragmas, s.intrin)
+        return _interleave(body, s.var, int(s.extent.value))
+
+
+def _interleave(s: Stmt, var: Var, n: int) -> Stmt:
+    """``for var in 0..n: s`` as ``n`` interleaved copies, pushed as deep as possible."""
+    if var not in _stmt_vars(s):
+        return s
+    if isinstance(s, Seq):
+        return Seq([_interleave(c, var, n) for c in s.stmts])
+    if isinstance(s, For) and var not in free_vars(s.extent):
+        return For(s.var, s.extent, s.kind, _interleave(s.body, var, n), s.pragmas, s.intrin)
+    if isinstance(s, IfThenElse) and var not in free_vars(s.cond):
+        return IfThenElse(s.cond, _interleave(s.then_body, var, n),
+                          None if s.else_body is None else _interleave(s.else_body, var, n))
+    if isinstance(s, Allocate):
+        if s.buffer.scope == "shared":  # one per block, shared by its virtual threads too
+            return Allocate(s.buffer, _interleave(s.body, var, n))
+        copies = Buffer(s.buffer.name, (n, *s.buffer.shape), s.buffer.dtype, s.buffer.scope)
+        return Allocate(copies, _interleave(_Rebuffer(s.buffer, copies, var).visit(s.body),
+                                            var, n))
+    return Seq([substitute_stmt(s, {var: Const(i, var.dtype)}) for i in range(n)])
+
+
+class _Rebuffer(StmtMutator):
+    """Accesses to ``old`` become accesses to ``new``'s copy number ``var``."""
+
+    def __init__(self, old: Buffer, new: Buffer, var: Var):
+        self.old, self.new, self.var = old, new, var
+
+    def visit_expr(self, e: Expr) -> Expr:
+        def fn(node: Expr) -> Expr | None:
+            if isinstance(node, Load) and node.source is self.old:
+                return Load(self.new, (self.var, *(transform(i, fn) for i in node.indices)),
+                            node.dtype)
+            return None
+
+        return transform(e, fn)
+
+    def visit_store(self, s: Store) -> Stmt:
+        if s.buffer is not self.old:
+            return super().visit_store(s)
+        return Store(self.new, (self.var, *map(self.visit_expr, s.indices)),
+                     self.visit_expr(s.value))
+
+
+# ---------------------------------------------------------------------------- thread indices
+
+
+class _BindIndices(StmtMutator):
+    """Loops bound to a block or thread index become that index (guarded where the loop is
+    narrower than the launch)."""
+
+    def __init__(self, launch: dict[str, int], indices: dict[str, Var]):
+        self.launch, self.indices = launch, indices
+
+    def visit_for(self, s: For) -> Stmt:
+        body = self.visit(s.body)
+        if s.kind not in self.indices:
+            return For(s.var, s.extent, s.kind, body, s.pragmas, s.intrin)
+        index = self.indices[s.kind]
+        body = substitute_stmt(body, {s.var: index})
+        extent = int(s.extent.value)
+        if extent < self.launch[s.kind]:
+            body = IfThenElse(index < extent, body)
+        return body
+
+
+# ---------------------------------------------------------------------------- barriers
+
+
+class _Fences(StmtMutator):
+    """Hoists the shared allocations out of the kernel body (``shared``) and remembers the
+    statements that fill them (``fills``: the first statement under each allocation)."""
+
+    def __init__(self) -> None:
+        self.shared: list[Buffer] = []
+        self.fills: set[int] = set()
+
+    def visit_allocate(self, s: Allocate) -> Stmt:
+        body = self.visit(s.body)
+        if s.buffer.scope != "shared":
+            return Allocate(s.buffer, body)
+        if s.buffer not in self.shared:
+            self.shared.append(s.buffer)
+        first = body.stmts[0] if isinstance(body, Seq) else body
+        self.fills.add(id(first))
+        return body
+
+
+def _place_barriers(s: Stmt, fills: set[int], in_loop: bool) -> Stmt:
+    """A barrier after each run of consecutive fills and, inside a loop, one before it."""
+    if isinstance(s, Seq):
+        out: list[Stmt] = []
+        run: list[Stmt] = []
+        for child in s.stmts:
+            if id(child) in fills:
+                run.append(_place_barriers(child, fills, in_loop))
+                continue
+            if run:
+                out += [Barrier()] * in_loop + run + [Barrier()]
+                run = []
+            out.append(_place_barriers(child, fills, in_loop))
+        if run:
+            out += [Barrier()] * in_loop + run + [Barrier()]
+        return Seq(out)
+    if isinstance(s, For):
+        return For(s.var, s.extent, s.kind, _place_barriers(s.body, fills, True), s.pragmas,
+                   s.intrin)
+    if isinstance(s, IfThenElse):
+        return IfThenElse(s.cond, _place_barriers(s.then_body, fills, in_loop),
+                          None if s.else_body is None
+                          else _place_barriers(s.else_body, fills, in_loop))
+    if isinstance(s, Allocate):
+        return Allocate(s.buffer, _place_barriers(s.body, fills, in_loop))
+    if id(s) in fills:  # a fill that is the whole body of its allocation
+        return Seq([Barrier()] * in_loop + [s, Barrier()])
+    return s
+
+
+class _DivergenceCheck(StmtVisitor):
+    """A barrier must be reached by every thread of the block: none under a condition or
+    inside a loop whose extent depends on the thread index (or on data)."""
+
+    def __init__(self, thread_vars: set[Var]):
+        self.thread_vars = thread_vars
+        self.divergent: list[str] = []
+
+    def _depends(self, e: Expr) -> bool:
+        return bool(free_vars(e) & self.thread_vars) or any(isinstance(n, Load)
+                                                            for n in walk(e))
+
+    def visit_if(self, s: IfThenElse) -> None:
+        from .printer import expr_str
+
+        diverges = self._depends(s.cond)
+        if diverges:
+            self.divergent.append(f"the condition {expr_str(s.cond)}")
+        super().visit_if(s)
+        if diverges:
+            self.divergent.pop()
+
+    def visit_for(self, s: For) -> None:
+        diverges = self._depends(s.extent)
+        if diverges:
+            self.divergent.append(f"loop {s.var.name}, whose extent depends on the thread")
+        super().visit_for(s)
+        if diverges:
+            self.divergent.pop()
+
+    def visit_barrier(self, s: Barrier) -> None:
+        if self.divergent:
+            raise ScheduleError(
+                f"a barrier that shared memory needs would sit inside {self.divergent[-1]}, "
+                "which not every thread of the block reaches: make the loops bound to "
+                "threadIdx divide their extents exactly (or bind the same extent everywhere) "
+                "so the shared-memory fill is not guarded")

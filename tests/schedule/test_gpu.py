@@ -1,0 +1,267 @@
+"""GPU lowering and code generation: OpenCL programs run on PoCL (an OpenCL driver for the
+CPU) and are checked against numpy; the CUDA versions of the same schedules compile with
+nvcc for sm_80 and sm_90 within those architectures' limits. No GPU is needed."""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+import pytest
+
+from schedule import Target, ops, te
+from schedule.build import build
+from schedule.gpu_build import LaunchPlan, compile_cuda, gpu_source, nvcc_path
+from schedule.gpu_schedules import fallback_gpu_schedule
+from schedule.schedule import ScheduleError
+from tests.schedule.helpers import matmul
+from tests.schedule.test_ops import REGISTRY_CASES
+
+POCL = "opencl -device=pocl"
+
+
+@functools.lru_cache(maxsize=1)
+def _pocl_missing() -> str:
+    try:
+        from schedule.gpu_build import opencl_queue
+
+        opencl_queue("pocl")
+    except Exception as err:  # no pyopencl, no ICD, no PoCL platform
+        return f"{type(err).__name__}: {err}"
+    return ""
+
+
+needs_pocl = pytest.mark.skipif(bool(_pocl_missing()),
+                                reason=f"PoCL is not usable here ({_pocl_missing()}); "
+                                       ".ci/run installs Debian's pocl-opencl-icd")
+needs_nvcc = pytest.mark.skipif(nvcc_path() is None, reason="nvcc (the CUDA toolkit) is not "
+                                                            "installed")
+
+
+def tiled_matmul(M: int = 128, N: int = 128, K: int = 128, vthreads: int = 2):
+    """The classic GPU GEMM schedule: 32x32 output tiles per block, a 2x2 register tile per
+    thread (times ``vthreads`` interleaved rows), both inputs staged in shared memory per
+    step of 8 along k, fetched cooperatively by the block's 16x8 threads."""
+    A, B, C = matmul(M, N, K)
+    s = te.create_schedule(C)
+    CL = s.cache_write(C, "local")
+    AA = s.cache_read(A, "shared", [CL])
+    BB = s.cache_read(B, "shared", [CL])
+    i, j = s[C].op.axis
+    bi, ii = s[C].split(i, factor=32)
+    bj, jj = s[C].split(j, factor=32)
+    vi, ii = s[C].split(ii, nparts=vthreads)
+    ti, ii = s[C].split(ii, nparts=8)
+    tj, jj = s[C].split(jj, nparts=16)
+    s[C].reorder(bi, bj, vi, ti, tj, ii, jj)
+    s[C].bind(bi, "blockIdx.y")
+    s[C].bind(bj, "blockIdx.x")
+    s[C].bind(vi, "vthread")
+    s[C].bind(ti, "threadIdx.y")
+    s[C].bind(tj, "threadIdx.x")
+    s[CL].compute_at(s[C], tj)
+    ko, ki = s[CL].split(s[CL].op.reduce_axis[0], factor=8)
+    ci, cj = s[CL].op.axis
+    s[CL].reorder(ko, ki, ci, cj)
+    for T in (AA, BB):
+        s[T].compute_at(s[CL], ko)
+        fo, fi = s[T].split(s[T].fuse(*s[T].op.axis), factor=16)
+        fo, fy = s[T].split(fo, factor=8)
+        s[T].bind(fi, "threadIdx.x")
+        s[T].bind(fy, "threadIdx.y")
+    return s, [A, B, C]
+
+
+def _run(s: te.Schedule, args: list[te.Tensor], inputs: list[np.ndarray]) -> np.ndarray:
+    out = np.zeros(args[-1].shape, args[-1].dtype)
+    build(s, args, POCL)(*inputs, out)
+    return out
+
+
+@needs_pocl
+def test_tiled_matmul_with_shared_memory_and_virtual_threads_matches_numpy() -> None:
+    s, args = tiled_matmul()
+    rng = np.random.default_rng(0)
+    a, b = (rng.standard_normal((128, 128)).astype("float32") for _ in range(2))
+    np.testing.assert_allclose(_run(s, args, [a, b]), a @ b, rtol=1e-4, atol=1e-4)
+
+    src = gpu_source(s, args, POCL)
+    (kernel,) = src.plan.kernels
+    assert kernel.grid == (4, 4, 1) and kernel.block == (16, 8, 1)
+    text = src.source
+    assert "__local float A_shared[256];" in text and "__local float B_shared[256];" in text
+    # a barrier before the fills (the k loop overwrites them) and one after
+    assert text.count("barrier(CLK_LOCAL_MEM_FENCE);") == 2
+    # the per-thread 2x2 accumulator tile, one copy per virtual thread
+    assert "float C_local[8];" in text
+
+
+@needs_pocl
+def test_virtual_threads_and_non_dividing_tiles_stay_correct() -> None:
+    """Four virtual threads over a matrix whose sizes divide none of the tiles: guarded
+    edges, with the shared fills still reached by every thread (their extents divide)."""
+    s, args = tiled_matmul(M=96, N=64, K=40, vthreads=4)
+    rng = np.random.default_rng(1)
+    a = rng.standard_normal((96, 40)).astype("float32")
+    b = rng.standard_normal((40, 64)).astype("float32")
+    np.testing.assert_allclose(_run(s, args, [a, b]), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def _cases() -> list[tuple[str, dict[str, Any]]]:
+    return [c for c in REGISTRY_CASES if c[1].get("dtype") != "float16"]
+
+
+@needs_pocl
+@pytest.mark.parametrize("case", _cases(), ids=lambda c: f"{c[0]}-{sorted(c[1].items())}")
+def test_every_registered_op_runs_on_opencl_with_the_fallback_schedule(
+        case: tuple[str, dict[str, Any]]) -> None:
+    name, params = case
+    spec = ops.get_op(name)
+    args = spec.build(params)
+    s = fallback_gpu_schedule(args[-1])
+    inputs = spec.random_inputs(params)
+    out = spec.empty_output(params)
+    build(s, args, POCL)(*inputs, out)
+    expected = spec.reference(inputs, params)
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_stages_computed_at_the_root_become_kernels_in_order() -> None:
+    spec = ops.get_op("softmax")
+    args = spec.build({"M": 4, "N": 33})
+    src = gpu_source(fallback_gpu_schedule(args[-1]), args, POCL)
+    assert len(src.plan.kernels) >= 3  # row max, exponentials/sum, normalisation
+    assert src.plan.temporaries  # the intermediate stages live in global buffers
+    assert LaunchPlan.from_json(src.plan.to_json()) == src.plan
+    with pytest.raises(ValueError, match="malformed launch plan"):
+        LaunchPlan.from_json({"kernels": [{"name": "k", "grid": [1, 1], "block": [1, 1, 1],
+                                           "params": []}], "temporaries": []})
+
+
+def _translation_unit(sources: list[str]) -> str:
+    """Several generated CUDA programs as one file (their helpers are printed once)."""
+    lines: list[str] = []
+    seen: set[str] = set()
+    for src in sources:
+        for line in src.splitlines():
+            if line.startswith(("__device__", "#include")):
+                if line in seen:
+                    continue
+                seen.add(line)
+            lines.append(line)
+    return "\n".join(lines)
+
+
+@needs_nvcc
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_cuda_programs_compile_within_the_architecture_limits(arch: str) -> None:
+    target = Target.parse(f"cuda -arch={arch}")
+    sources = []
+    s, args = tiled_matmul()
+    sources.append(gpu_source(s, args, target, name="tiled_matmul").source)
+    for i, (name, params) in enumerate(_cases()):
+        spec = ops.get_op(name)
+        op_args = spec.build(params)
+        sources.append(gpu_source(fallback_gpu_schedule(op_args[-1]), op_args, target,
+                                  name=f"{name}_{i}").source)
+    binary = compile_cuda(_translation_unit(sources), arch)
+    assert binary.cubin
+    assert "tiled_matmul_kernel0" in binary.resources
+    assert len(binary.resources) >= len(sources)
+    for kernel, res in binary.resources.items():
+        assert res.registers <= target.registers_per_thread, kernel
+        assert res.shared_bytes <= target.shared_memory_bytes, kernel
+        assert res.spill_bytes == 0, kernel
+    assert binary.resources["tiled_matmul_kernel0"].shared_bytes == 2048
+
+
+# ---------------------------------------------------------------------------- invalid schedules
+
+
+def test_a_stage_not_bound_to_threads_is_refused() -> None:
+    A, B, C = matmul(8, 8, 8)
+    s = te.create_schedule(C)
+    with pytest.raises(ScheduleError, match="C is not bound to GPU threads"):
+        gpu_source(s, [A, B, C], POCL)
+
+
+def test_an_accumulation_shared_by_threads_is_a_race() -> None:
+    """A shared accumulator computed inside the threads' loop, but not split among them:
+    every thread would add into every element at once."""
+    A, B, C = matmul(8, 16, 64)
+    s = te.create_schedule(C)
+    CS = s.cache_write(C, "shared")
+    i, j = s[C].op.axis
+    s[C].bind(i, "blockIdx.x")
+    s[C].bind(j, "threadIdx.x")
+    s[CS].compute_at(s[C], j)
+    with pytest.raises(ScheduleError, match="threads race on C_shared.*bound to threadIdx.x"):
+        gpu_source(s, [A, B, C], POCL)
+    with pytest.raises(ScheduleError, match="reduction axis"):
+        s[CS].bind(s[CS].op.reduce_axis[0], "threadIdx.y")
+
+
+def test_a_per_thread_buffer_filled_across_threads_is_refused() -> None:
+    s, args = tiled_matmul()
+    C = args[-1]
+    CL = next(st for st in s.stages if st.name == "C.local")
+    s[CL].bind(s[CL].op.axis[1], "threadIdx.z")
+    with pytest.raises(ScheduleError, match="C.local is a per-thread buffer"):
+        gpu_source(s, [*args[:2], C], POCL)
+
+
+def test_a_barrier_in_divergent_code_is_refused() -> None:
+    """The block has 16 threads along x but the shared fill is inside the output stage's
+    narrower x loop: not every thread would reach the barrier."""
+    A, B, C = matmul(64, 64, 64)
+    s = te.create_schedule(C)
+    AA = s.cache_read(A, "shared", [C])
+    i, j = s[C].op.axis
+    bi, ii = s[C].split(i, factor=8)
+    s[C].bind(bi, "blockIdx.x")
+    tj, jj = s[C].split(j, nparts=8)
+    s[C].bind(tj, "threadIdx.x")
+    s[C].reorder(bi, tj, ii, jj)
+    s[AA].compute_at(s[C], tj)
+    fo, fi = s[AA].split(s[AA].fuse(*s[AA].op.axis), factor=16)
+    s[AA].bind(fi, "threadIdx.x")
+    with pytest.raises(ScheduleError, match="barrier .* not every thread of the block"):
+        gpu_source(s, [A, B, C], POCL)
+
+
+def test_over_the_targets_limits_is_refused() -> None:
+    s, args = tiled_matmul()
+    with pytest.raises(ScheduleError, match="128 threads per block .* allows 64"):
+        gpu_source(s, args, "opencl -device=pocl -max-threads-per-block=64")
+    with pytest.raises(ScheduleError, match="2048 bytes of shared memory .* allows 1024"):
+        gpu_source(s, args, "cuda -arch=sm_80 -shared-memory-bytes=1024")
+
+
+def test_cpu_annotations_are_refused_on_a_gpu() -> None:
+    A, B, C = matmul(8, 8, 8)
+    s = te.create_schedule(C)
+    i, j = s[C].op.axis
+    s[C].parallel(i)
+    s[C].bind(j, "threadIdx.x")
+    with pytest.raises(ScheduleError, match="parallel, a cpu annotation"):
+        gpu_source(s, [A, B, C], POCL)
+
+
+def test_gpu_bindings_are_refused_on_a_cpu() -> None:
+    A, B, C = matmul(8, 8, 8)
+    s = te.create_schedule(C)
+    s[C].bind(s[C].op.axis[0], "blockIdx.x")
+    with pytest.raises(ScheduleError, match="needs a GPU target"):
+        build(s, [A, B, C], "cpu")
+
+
+def test_opencl_targets_parse_and_check_their_options() -> None:
+    t = Target.parse("opencl -device=pocl -max-threads-per-block=256")
+    assert str(t) == "opencl -device=pocl -max-threads-per-block=256"
+    assert t.is_gpu and t.max_threads_per_block == 256 and t.shared_memory_bytes == 49152
+    assert Target.parse(str(t)) == t
+    with pytest.raises(ValueError, match="bad opencl device"):
+        Target.parse("opencl -device=Po;CL")
+    with pytest.raises(ValueError, match="registers-per-thread=8: must be in 16..255"):
+        Target.parse("cuda -arch=sm_90 -registers-per-thread=8")
