@@ -5,6 +5,8 @@ IR, and code generation for targets.
 
 ``loop_ir`` (the lowered program: loops, stores, buffers) and ``expr`` (its expression nodes)
 are public for the layers that analyse lowered programs, such as the cost model's features.
+GPU targets (``cuda``, ``opencl``): ``gpu_source`` prints a schedule as CUDA or OpenCL C with
+its launch plan, ``OpenCLModule`` runs it, ``compile_cuda`` checks it with nvcc/ptxas.
 """
 
 from . import cpu_intrin, expr, intrin, loop_ir, ops, te, vta
@@ -23,6 +25,17 @@ from .build import (
     load_module,
 )
 from .dag import canonical_text, post_order, workload_key
+from .gpu_build import (
+    GpuSource,
+    LaunchPlan,
+    OpenCLModule,
+    check_cuda_resources,
+    compile_cuda,
+    gpu_source,
+    nvcc_path,
+)
+from .gpu_lower import lower_gpu
+from .gpu_schedules import fallback_gpu_schedule
 from .loop_ir import LoweredFunc
 from .lower import lower
 from .schedule import Schedule, ScheduleError
@@ -35,10 +48,13 @@ __all__ = [
     "Artifact",
     "BuildError",
     "CompileTimeout",
+    "GpuSource",
     "KernelSignature",
     "KernelSource",
+    "LaunchPlan",
     "LoweredFunc",
     "Module",
+    "OpenCLModule",
     "Schedule",
     "ScheduleError",
     "Steps",
@@ -47,18 +63,24 @@ __all__ = [
     "Workload",
     "build",
     "canonical_text",
+    "check_cuda_resources",
+    "compile_cuda",
     "compile_library",
     "compile_schedule",
     "compile_source",
     "cpu_intrin",
     "expr",
+    "fallback_gpu_schedule",
+    "gpu_source",
     "host_cpu_target",
     "intrin",
     "kernel_source",
     "load_module",
     "loop_ir",
     "lower",
+    "lower_gpu",
     "make_schedule",
+    "nvcc_path",
     "ops",
     "post_order",
     "te",

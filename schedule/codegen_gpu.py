@@ -19,7 +19,17 @@ from . import dtype as dt
 from .codegen_c import _RESERVED, _nonnegative
 from .expr import Binary, Call, Cast, Compare, Const, Expr, Load, Logic, Not, Select, Var
 from .gpu_lower import GpuProgram, Kernel
-from .loop_ir import Allocate, Barrier, Buffer, For, IfThenElse, Stmt, StmtVisitor, Store
+from .loop_ir import (
+    Allocate,
+    Barrier,
+    Buffer,
+    For,
+    IfThenElse,
+    Stmt,
+    StmtVisitor,
+    Store,
+    UnrolledSize,
+)
 from .schedule import ScheduleError
 
 _MATH = ("exp", "log", "sqrt", "tanh", "erf", "floor", "ceil", "pow")
@@ -97,6 +107,8 @@ class GpuCodegen(StmtVisitor):
         self.names: dict[int, str] = {}
         self.lines: list[str] = []
         self.indent = 1
+        self.unroll_budget = 0  # from the enclosing auto_unroll_max_step pragma
+        self.sizes = UnrolledSize()
 
     # ------------------------------------------------------------------ names and types
     def ctype(self, dtype: str) -> str:
@@ -219,13 +231,17 @@ class GpuCodegen(StmtVisitor):
         if s.kind not in (For.SERIAL, For.UNROLLED, For.VECTORIZED):
             raise ScheduleError(f"loop {s.var.name} ({s.kind}) has no GPU code generation")
         var = self.name(s.var, s.var.name)
-        step = s.pragmas.get("auto_unroll_max_step", 0)
-        if s.kind == For.UNROLLED or (step and isinstance(s.extent, Const)
-                                      and int(s.extent.value) <= step):
+        budget = self.unroll_budget
+        self.unroll_budget = s.pragmas.get("auto_unroll_max_step", budget)
+        # auto-unroll as the CPU lowering does it: the loops under the pragma whose whole
+        # nest, unrolled, stays within the budget
+        size = self.sizes.visit(s) if self.unroll_budget else None
+        if s.kind == For.UNROLLED or (size is not None and size <= self.unroll_budget):
             self.emit("#pragma unroll")
         self.emit(f"for (int {var} = 0; {var} < {self.expr(s.extent)}; ++{var}) {{")
         self.nested(s.body)
         self.emit("}")
+        self.unroll_budget = budget
 
     def visit_allocate(self, s: Allocate) -> None:
         buf = s.buffer

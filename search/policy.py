@@ -23,7 +23,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from cost_model import ProgramScorer, make_cost_model
-from schedule import Steps, lower, make_schedule
+from schedule import Steps, lower, lower_gpu, make_schedule
 
 from .base import (
     Candidate,
@@ -82,7 +82,7 @@ def make_scorer(task: SearchTask, name: str, seed: int = 0) -> Scorer:
     """A cost model by name, wrapped to score lowered programs of ``task``."""
     if name == "random":
         return RandomScorer(seed)
-    kwargs = {"cores": task.cores}
+    kwargs = {"cores": task.cores if task.target.kind == "cpu" else 1}
     try:
         model = make_cost_model(name, **kwargs)
     except TypeError:  # a model that does not take the core count
@@ -133,7 +133,10 @@ class SketchPolicy(SearchPolicy):
             cand = SketchCandidate(Steps(s.steps), sketch, self.sketches[sketch].name,
                                    decisions)
             if cand.key not in self._programs:  # evolution often meets a program again
-                self._programs[cand.key] = lower(s, args, unroll=False)
+                program = lower(s, args, unroll=False)
+                if self.task.target.is_gpu:  # over a limit, racing: never measured
+                    lower_gpu(program, self.task.target)
+                self._programs[cand.key] = program
         except (InvalidProgram, ValueError):
             self.stats.invalid += 1
             return None
@@ -375,5 +378,5 @@ class RandomPolicy(SketchPolicy):
         return picks
 
 
-register_policy("sketch", SketchPolicy)
-register_policy("random", RandomPolicy)
+register_policy("sketch", SketchPolicy, ("cpu", "cuda", "opencl"))
+register_policy("random", RandomPolicy, ("cpu", "cuda", "opencl"))

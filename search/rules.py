@@ -137,6 +137,21 @@ def keep_tensorized_inputs(ctx: SketchContext, stage: te.Stage) -> RuleResult | 
     return None
 
 
+def gpu_multi_level_tiling(ctx: SketchContext, stage: te.Stage) -> RuleResult | None:
+    """On a GPU, a stage with data reuse is tiled "SSSRRSRS" at the thread level of the
+    stage that writes its result (``gpu_sketch.tile``): its element-wise consumer when
+    there is one (the stage then accumulates in registers), else a cache-write copy-out."""
+    if not analysis.needs_multi_level_tiling(stage):
+        return None
+    consumer = ctx.fusible_consumer(stage)
+    if consumer is not None:
+        return RuleResult([[SketchOp("gpu_tile", stage.name, consumer=consumer.name)]],
+                          skip_rest=True)
+    return RuleResult([[SketchOp("cache_write", stage.name),
+                        SketchOp("gpu_tile", f"{stage.name}.local", consumer=stage.name)]],
+                      skip_rest=True)
+
+
 def open_location(ctx: SketchContext, stage: te.Stage) -> RuleResult | None:
     return RuleResult([[SketchOp("location", stage.name)]], skip_rest=True)
 
@@ -149,6 +164,13 @@ DEFAULT_RULES: list[tuple[str, Rule]] = [
     ("multi_level_tiling", multi_level_tiling),
     ("open_location", open_location),
 ]
+
+GPU_RULES: list[tuple[str, Rule]] = [
+    ("always_inline", always_inline),
+    ("gpu_multi_level_tiling", gpu_multi_level_tiling),
+    ("open_location", open_location),
+]
+"""The rules for cuda and opencl targets (no CPU vector or tensor-instruction rules)."""
 
 _USER_RULES: list[tuple[str, Rule]] = []
 
@@ -171,13 +193,14 @@ def generate_sketches(task: SearchTask) -> list[Sketch]:
     """All sketches of a task (every combination of the rules' alternatives per stage)."""
     s, _ = make_schedule(task.workload)
     stages = list(reversed(analysis.compute_stages(s)))
+    builtin = GPU_RULES if task.target.is_gpu else DEFAULT_RULES
     partial: list[tuple[dict[str, list[SketchOp]], list[str]]] = [({}, [])]
     for stage in stages:
         grown = []
         for chosen, names in partial:
             ctx = SketchContext(task, s, chosen)
             alternatives: list[tuple[str, list[SketchOp]]] = []
-            for rule_name, rule in [*_USER_RULES, *DEFAULT_RULES]:
+            for rule_name, rule in [*_USER_RULES, *builtin]:
                 result = rule(ctx, stage)
                 if result is None:
                     continue
@@ -204,6 +227,8 @@ def _describe(rule: str, ops: list[SketchOp]) -> str:
             text += f" fused@{op.consumer}:L{op.fuse_level}"
         if op.at_rows:
             text += " per row"
+        if op.kind == "gpu_tile":
+            text += f" SSSRRSRS@{op.consumer} (blocks, vthreads, threads; shared inputs)"
         if op.intrin and op.kind == "tile":
             text += f" tensorized {op.intrin}"
         parts.append(text)

@@ -18,7 +18,7 @@ from typing import Any
 
 from schedule import ScheduleError, make_schedule, te
 
-from . import analysis
+from . import analysis, gpu_sketch
 from .space import ChoiceDecision, Decision, TileDecision
 from .task import SearchTask
 
@@ -31,7 +31,7 @@ SERIAL_FLOPS = 4e6
 
 @dataclass(frozen=True)
 class SketchOp:
-    kind: str  # inline | cache_write | tile | rfactor | location
+    kind: str  # inline | cache_write | tile | gpu_tile | rfactor | location
     stage: str
     fuse_level: int = 0  # tile: 0 = no consumer fusion, 1 or 2 = compute at that tile level
     consumer: str = ""
@@ -66,7 +66,10 @@ def instantiate(task: SearchTask, sketch: Sketch, decide: Decide) -> tuple[te.Sc
     try:
         for op in sketch.ops:
             _APPLY[op.kind](task, s, op, decide)
-        _annotate(task, s, decide)
+        if task.target.is_gpu:
+            gpu_sketch.annotate(s, analysis.compute_stages(s), task.target, decide)
+        else:
+            _annotate(task, s, decide)
     except ScheduleError as err:
         raise InvalidProgram(str(err)) from None
     return s, args
@@ -170,6 +173,11 @@ def _tile(task: SearchTask, s: te.Schedule, op: SketchOp, decide: Decide) -> Non
         stage.compute_at(consumer, c_levels[op.fuse_level - 1][-1])
 
 
+def _gpu_tile(task: SearchTask, s: te.Schedule, op: SketchOp, decide: Decide) -> None:
+    gpu_sketch.tile(s, op.stage, op.consumer, task.target, decide,
+                    fused=not op.stage.endswith(".local"))
+
+
 def _rfactor(task: SearchTask, s: te.Schedule, op: SketchOp, decide: Decide) -> None:
     stage = s[op.stage]
     reduce_axes = list(stage.op.reduce_axis)
@@ -196,7 +204,9 @@ def _location(task: SearchTask, s: te.Schedule, op: SketchOp, decide: Decide) ->
     choices: list[Any] = ["root"]
     if analysis.is_injective(stage) and not op.intrin:
         choices.append("inline")
-    host, depth = _host_loops(s, stage)
+    # on a GPU a stage at the root is a kernel of its own; inside another's threads, the
+    # region would be recomputed per thread (a later rule may stage it in shared memory)
+    host, depth = _host_loops(s, stage) if not task.target.is_gpu else (None, 0)
     if host is not None:
         choices += list(range(depth))
     choice = decide(f"location:{stage.name}", ChoiceDecision(tuple(choices)))
@@ -238,8 +248,8 @@ def _attach_loop_in(stage: te.Stage, host: te.Stage) -> te.IterVar | None:
 
 
 _APPLY: dict[str, Callable[[SearchTask, te.Schedule, SketchOp, Decide], None]] = {
-    "inline": _inline, "cache_write": _cache_write, "tile": _tile, "rfactor": _rfactor,
-    "location": _location,
+    "inline": _inline, "cache_write": _cache_write, "tile": _tile, "gpu_tile": _gpu_tile,
+    "rfactor": _rfactor, "location": _location,
 }
 
 

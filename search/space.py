@@ -33,6 +33,15 @@ class TileDecision:
     parts: int
     max_innermost: int = 64
     inexact_probability: float = 0.25
+    #: the largest factor of each level, outer to inner (empty: only ``max_innermost``)
+    level_max: tuple[int, ...] = ()
+
+    def _limit(self, level: int) -> int:
+        """The largest factor of ``level`` (counted from the innermost, 0)."""
+        limit = self.max_innermost if level == 0 else self.extent
+        if self.level_max:
+            limit = min(limit, self.level_max[self.parts - 1 - level])
+        return max(1, limit)
 
     def sample(self, rng: random.Random) -> tuple[int, ...]:
         if rng.random() < self.inexact_probability:
@@ -43,9 +52,7 @@ class TileDecision:
         remaining = self.extent
         factors: list[int] = []
         for level in range(self.parts):  # innermost first
-            choices = divisors(remaining)
-            if level == 0:
-                choices = [d for d in choices if d <= self.max_innermost] or [1]
+            choices = [d for d in divisors(remaining) if d <= self._limit(level)] or [1]
             f = rng.choice(choices)
             factors.append(f)
             remaining //= f
@@ -55,8 +62,8 @@ class TileDecision:
         remaining = self.extent
         factors: list[int] = []
         for level in range(self.parts):  # innermost first
-            limit = self.max_innermost if level == 0 else remaining
-            choices = [f for f in _NICE_FACTORS if f <= min(limit, remaining)] or [1]
+            limit = min(self._limit(level), remaining)
+            choices = [f for f in _NICE_FACTORS if f <= limit] or [1]
             f = rng.choice(choices)
             factors.append(f)
             remaining = max(1, math.ceil(remaining / f))
@@ -73,14 +80,14 @@ class TileDecision:
                 d = rng.choice(movable)
                 full[src] //= d
                 full[dst] *= d
-                if full[-1] <= self.max_innermost:
+                if self.is_valid(tuple(full[1:])):
                     return tuple(full[1:])
         return self.sample(rng)
 
     def is_valid(self, value: Any) -> bool:
         return (isinstance(value, tuple | list) and len(value) == self.parts
                 and all(isinstance(f, int) and 1 <= f <= self.extent for f in value)
-                and value[-1] <= max(self.max_innermost, 1))
+                and all(f <= self._limit(self.parts - 1 - i) for i, f in enumerate(value)))
 
 
 @dataclass(frozen=True)

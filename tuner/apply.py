@@ -7,7 +7,7 @@ import warnings
 from typing import Any
 
 from db import Database
-from schedule import Module, Target, Workload, build, make_schedule
+from schedule import Module, Target, Workload, build, fallback_gpu_schedule, make_schedule
 from search import SearchParams, SearchTask, make_policy, searchable_kinds
 
 from .tune import open_database
@@ -27,7 +27,8 @@ def default_steps(workload: Workload, target: Target | str = "cpu") -> list[list
     """A reasonable untuned schedule, chosen without measuring anything: the program a
     short sketch search ranks first by the analytic cost model (``DEFAULT_SEARCH``); for a
     workload the sketch rules cannot schedule, the outermost loop of each output in
-    parallel. As JSON steps, like every schedule this module hands out."""
+    parallel (on a GPU: every stage one thread per element). As JSON steps, like every
+    schedule this module hands out."""
     target = Target.parse(target)
     if target.kind in searchable_kinds():
         policy = make_policy(SearchTask(workload, target), "sketch", "analytic",
@@ -36,6 +37,8 @@ def default_steps(workload: Workload, target: Target | str = "cpu") -> list[list
         if picks:
             return picks[0].steps.to_json()
     s, args = make_schedule(workload)
+    if target.is_gpu:  # every stage needs its loops bound to GPU threads
+        return fallback_gpu_schedule(args[-workload.num_outputs:]).steps
     if target.cores > 1:
         for out in args[-workload.num_outputs:]:
             axes = s[out].op.axis

@@ -7,6 +7,7 @@
 A pool is a ``Builder`` and a ``Runner`` (``MeasurePool``): a new way of reaching devices
 is one new class of either. A measure input with a ``library`` is a baseline (numpy, torch,
 the target's peak: ``workers.baselines``). ``workers.vta`` simulates the FPGA accelerator;
+``workers.opencl`` runs GPU programs through OpenCL (PoCL on a machine without a GPU);
 ``serve_device`` / ``RemoteDevice`` put a device behind an authenticated server
 (``tensortune device-server``). ``RayPool`` (the same interface across a Ray cluster) and
 ``check_ray_head`` (can this process join the cluster, with which token) import Ray on
@@ -53,6 +54,7 @@ from .measure import (
     MeasureSettings,
     Provenance,
 )
+from .opencl import OpenCLDevice
 from .pool import LocalPool, MeasurePool, Pool
 from .program_text import ProgramTextError, program_text
 from .runner import BuiltCandidate, LocalRunner, ResultCallback, Runner
@@ -79,6 +81,7 @@ __all__ = [
     "MeasurePool",
     "MeasureResult",
     "MeasureSettings",
+    "OpenCLDevice",
     "Outcome",
     "Pool",
     "ProgramTextError",

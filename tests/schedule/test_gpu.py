@@ -4,7 +4,6 @@ nvcc for sm_80 and sm_90 within those architectures' limits. No GPU is needed.""
 
 from __future__ import annotations
 
-import functools
 from typing import Any
 
 import numpy as np
@@ -12,31 +11,12 @@ import pytest
 
 from schedule import Target, ops, te
 from schedule.build import build
-from schedule.gpu_build import LaunchPlan, compile_cuda, gpu_source, nvcc_path
+from schedule.gpu_build import LaunchPlan, compile_cuda, gpu_source
 from schedule.gpu_schedules import fallback_gpu_schedule
 from schedule.schedule import ScheduleError
+from tests.gpu_support import POCL, cuda_translation_unit, needs_nvcc, needs_pocl
 from tests.schedule.helpers import matmul
 from tests.schedule.test_ops import REGISTRY_CASES
-
-POCL = "opencl -device=pocl"
-
-
-@functools.lru_cache(maxsize=1)
-def _pocl_missing() -> str:
-    try:
-        from schedule.gpu_build import opencl_queue
-
-        opencl_queue("pocl")
-    except Exception as err:  # no pyopencl, no ICD, no PoCL platform
-        return f"{type(err).__name__}: {err}"
-    return ""
-
-
-needs_pocl = pytest.mark.skipif(bool(_pocl_missing()),
-                                reason=f"PoCL is not usable here ({_pocl_missing()}); "
-                                       ".ci/run installs Debian's pocl-opencl-icd")
-needs_nvcc = pytest.mark.skipif(nvcc_path() is None, reason="nvcc (the CUDA toolkit) is not "
-                                                            "installed")
 
 
 def tiled_matmul(M: int = 128, N: int = 128, K: int = 128, vthreads: int = 2):
@@ -139,20 +119,6 @@ def test_stages_computed_at_the_root_become_kernels_in_order() -> None:
                                            "params": []}], "temporaries": []})
 
 
-def _translation_unit(sources: list[str]) -> str:
-    """Several generated CUDA programs as one file (their helpers are printed once)."""
-    lines: list[str] = []
-    seen: set[str] = set()
-    for src in sources:
-        for line in src.splitlines():
-            if line.startswith(("__device__", "#include")):
-                if line in seen:
-                    continue
-                seen.add(line)
-            lines.append(line)
-    return "\n".join(lines)
-
-
 @needs_nvcc
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
 def test_cuda_programs_compile_within_the_architecture_limits(arch: str) -> None:
@@ -165,7 +131,7 @@ def test_cuda_programs_compile_within_the_architecture_limits(arch: str) -> None
         op_args = spec.build(params)
         sources.append(gpu_source(fallback_gpu_schedule(op_args[-1]), op_args, target,
                                   name=f"{name}_{i}").source)
-    binary = compile_cuda(_translation_unit(sources), arch)
+    binary = compile_cuda(cuda_translation_unit(sources), arch)
     assert binary.cubin
     assert "tiled_matmul_kernel0" in binary.resources
     assert len(binary.resources) >= len(sources)
