@@ -1,6 +1,6 @@
 """A stored program as text, for people: its lowered loop IR and the source generated for
-its target (C for cpu, the instruction listing for vta), made from (workload, target, steps)
-in a sandbox.
+its target (C for cpu, CUDA or OpenCL C for a GPU, the instruction listing for vta), made
+from (workload, target, steps) in a sandbox.
 
 Steps and workloads come from the database, which takes records from users (imports,
 uploads): lowering them runs their bounds arithmetic and the code generator on sizes a
@@ -13,7 +13,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from schedule import Steps, Target, Workload, kernel_source, lower, make_schedule, vta
+from schedule import (
+    Steps,
+    Target,
+    Workload,
+    gpu_source,
+    kernel_source,
+    lower,
+    make_schedule,
+    vta,
+)
 
 from .sandbox import Sandbox, SandboxError
 
@@ -38,7 +47,7 @@ def lowered_program(started: Callable[[], None], job: dict[str, Any]) -> tuple[A
         func = lower(compute.schedule(steps), compute.tensors, unroll=False)
         return {"loop_ir": str(func)[:_MAX_TEXT], "source": str(program)[:_MAX_TEXT]}, []
     s, args = make_schedule(workload, steps)
-    kernel = kernel_source(s, args, target)
+    kernel = gpu_source(s, args, target) if target.is_gpu else kernel_source(s, args, target)
     return {"loop_ir": str(kernel.func)[:_MAX_TEXT], "source": kernel.source[:_MAX_TEXT]}, []
 
 

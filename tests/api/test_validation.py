@@ -30,7 +30,6 @@ def _params(**params: Any) -> dict[str, Any]:
     (_params(M=10**9, N=32, K=32), "parameter 'M': value must be at most"),
     (_params(M="many", N=32, K=32), "parameter 'M'"),
     (_job(target="gpu"), "target: unknown target kind 'gpu'"),
-    (_job(target="cuda -arch=sm_90"), "only cpu, vta can be tuned"),
     (_job(target="vta"), "workloads[0]: vta computes matmul with dtype=int8 and requant_shift"),
     (_job(baselines=["numpy", "bogus"]), "baselines: a list of distinct names"),
     (_job(trials=0), "trials must be an integer"),

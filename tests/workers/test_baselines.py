@@ -98,5 +98,9 @@ def test_program_text_is_made_in_a_sandbox() -> None:
     assert "parallel" in text["loop_ir"] and "tt_main" in text["source"]
     with pytest.raises(ProgramTextError, match="cannot be lowered: ScheduleError"):
         program_text(MATMUL.to_json(), "cpu", [["split", "T_matmul", "nope", 8]])
-    with pytest.raises(ProgramTextError, match="no code generation"):
+    with pytest.raises(ProgramTextError, match="not bound to GPU threads"):
         program_text(MATMUL.to_json(), "cuda -arch=sm_80", [])
+    gpu_steps = [["bind", "T_matmul", "i", "blockIdx.x"], ["bind", "T_matmul", "j",
+                                                           "threadIdx.x"]]
+    text = program_text(MATMUL.to_json(), "cuda -arch=sm_80", gpu_steps)
+    assert "threadIdx.x" in text["loop_ir"] and '__global__ void' in text["source"]
