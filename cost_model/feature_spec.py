@@ -38,7 +38,7 @@ LOOP_FEATURES = [
     ("num_loops", "max"), ("outer_prod", "sum"), ("guards", "max"),
 ]
 BUFFER_FIELDS = [
-    "read", "write", "read_write", "local", "register", "bytes", "unique_bytes", "lines",
+    "read", "write", "read_write", "local", "register", "shared", "bytes", "unique_bytes", "lines",
     "unique_lines", "reuse_loop", "reuse_serial", "reuse_none", "reuse_dis_iter",
     "reuse_dis_bytes", "reuse_ct", "stride_inner", "stride_nonzero",
 ]
@@ -60,7 +60,7 @@ ALLOC_FEATURES = [("alloc_bytes", "sum"), ("alloc_count", "max"), ("alloc_total_
 PROGRAM_CONTEXT_FEATURES = [
     ("prog_sites", "max"), ("prog_stores", "max"), ("prog_loops", "max"), ("prog_allocs", "max"),
     ("prog_alloc_bytes", "max"), ("prog_float_ops", "max"), ("prog_bytes", "max"),
-    ("prog_max_par", "max"), ("prog_est_cycles", "max"),
+    ("prog_max_par", "max"), ("prog_est_cycles", "max"), ("prog_shared_bytes", "max"),
 ]
 SPEC = (COMPUTE_FEATURES + LOOP_FEATURES + BUFFER_FEATURES + TRAFFIC_FEATURES
          + ESTIMATE_FEATURES + AI_FEATURES + ALLOC_FEATURES + PROGRAM_CONTEXT_FEATURES)
@@ -68,7 +68,7 @@ FEATURE_NAMES: list[str] = [name for name, _ in SPEC]
 N_FEATURES = len(FEATURE_NAMES)
 # Bump when what a feature means changes without its name changing: snapshots of models
 # trained on other features are refused (``FEATURE_SET`` is stored in every snapshot).
-FEATURES_VERSION = 1
+FEATURES_VERSION = 2
 FEATURE_SET = hashlib.sha256(
     f"{FEATURES_VERSION}:{','.join(FEATURE_NAMES)}".encode()).hexdigest()[:16]
 SUM_MASK = np.array([agg == "sum" for _, agg in SPEC])  # aggregated by summing

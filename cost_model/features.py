@@ -107,12 +107,16 @@ def _loop_features(nest: _Nest) -> tuple[list[float], float, float, float]:
             else:
                 gather += acc.count
     par = [(d, lp) for d, lp in enumerate(loops) if lp.kind == L.For.PARALLEL]
-    gpu = [0, 0, 0]
+    # a loop nested in another bound to the same index (a cooperative fetch) is that index
+    # again, not more threads: the widest extent per tag, multiplied across tags
+    bound: dict[str, float] = {}
     for lp in loops:
-        slot = 0 if lp.kind in _GPU_BLOCK else 1 if lp.kind in _GPU_THREAD else \
-            2 if lp.kind in ("vthread", "cthread") else None
-        if slot is not None:
-            gpu[slot] = (gpu[slot] or 1) * lp.extent
+        if lp.kind in (*_GPU_BLOCK, *_GPU_THREAD) or lp.kind in ("vthread", "cthread"):
+            bound[lp.kind] = max(bound.get(lp.kind, 1), lp.extent)
+    gpu = [0, 0, 0]
+    for tag, extent in bound.items():
+        slot = 0 if tag in _GPU_BLOCK else 1 if tag in _GPU_THREAD else 2
+        gpu[slot] = (gpu[slot] or 1) * extent
     store_vars = {v for coefs in site.store_dims for v, c in coefs.items() if c}
     inner_ext = [0.0, 0.0, 0.0]
     inner_red = [0.0, 0.0, 0.0]
@@ -206,7 +210,8 @@ def _buffer_features(nest: _Nest, serial: dict[int, int]
                                  for f in flats for v, c in f.items())
         slots.append((nbytes, lines[0], buf.name, [
             float(read and not write), float(write and not read), float(read and write),
-            float(local), float(register), nbytes, elems[0] * itemsize,
+            float(local), float(register), float(buf.scope == "shared"), nbytes,
+            elems[0] * itemsize,
             lines_total(lines, nest.inside, nest.outer, depth), lines[0], *kind,
             dis_iter, dis_bytes, count, stride_inner, stride_nonzero]))
     slots.sort(key=lambda b: (-b[0], -b[1], b[2]))
@@ -281,7 +286,7 @@ def _finish(rows: list[list[float]], info: ProgramInfo) -> np.ndarray:
     context = [len(rows), info.stores, info.loops, info.allocs, info.alloc_bytes,
                site[:, col["float_ops"]].sum(),
                site[:, [col[f"buf{k}_bytes"] for k in range(N_BUFFER_SLOTS)]].sum(),
-               par.max(), site[:, col["est_cycles"]].sum()]
+               par.max(), site[:, col["est_cycles"]].sum(), info.shared_bytes]
     out = np.empty((len(rows), N_FEATURES), dtype=np.float64)
     out[:, :N_SITE_FEATURES] = site
     out[:, N_SITE_FEATURES:] = context

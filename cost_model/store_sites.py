@@ -68,6 +68,7 @@ class ProgramInfo:
     loops: int = 0
     allocs: int = 0
     alloc_bytes: int = 0
+    shared_bytes: int = 0  # GPU block-shared buffers
     stores: int = 0  # store statements, every unrolled copy counted
 
 
@@ -148,6 +149,8 @@ class _SiteCollector(L.StmtVisitor):
     def visit_allocate(self, s: L.Allocate) -> None:
         self.info.allocs += 1
         self.info.alloc_bytes += s.buffer.nbytes
+        if s.buffer.scope == "shared":
+            self.info.shared_bytes += s.buffer.nbytes
         self.allocs[id(s.buffer)] = (s.buffer.nbytes, math.prod(lp.extent for lp in self.loops))
         self.visit(s.body)
 

@@ -40,7 +40,7 @@ from .loop_ir import LoweredFunc
 from .lower import lower
 from .schedule import Schedule, ScheduleError
 from .steps import Steps, make_schedule
-from .target import Target, host_cpu_target
+from .target import Target, host_cpu_target, opencl_device_name
 from .tensor import TensorExprError
 from .workload import Workload
 
@@ -81,6 +81,7 @@ __all__ = [
     "lower_gpu",
     "make_schedule",
     "nvcc_path",
+    "opencl_device_name",
     "ops",
     "post_order",
     "te",

@@ -84,7 +84,9 @@ OPENCL = Dialect(
     kernel="__kernel void",
     param="__global {type}* restrict {name}",
     shared="__local {type} {name}[{size}];",
-    barrier="barrier(CLK_LOCAL_MEM_FENCE);",
+    # global too: a cross-thread reduction's result is folded into memory other threads
+    # initialised
+    barrier="barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);",
     helper="inline",
     indices={"blockIdx.x": "get_group_id(0)", "blockIdx.y": "get_group_id(1)",
              "blockIdx.z": "get_group_id(2)", "threadIdx.x": "get_local_id(0)",

@@ -9,6 +9,10 @@ bound to each index, and a narrower loop is guarded. Then, in order:
   streams inside each thread: the unrolling is pushed down through loops, sequences and
   branches that do not depend on the virtual thread, and a per-thread buffer allocated
   inside one is duplicated for each (as TVM's virtual-thread injection does);
+- a reduction whose axis is bound to ``threadIdx.*`` becomes a cross-thread reduction:
+  each thread accumulates its share in a register, the partial results meet in a shared
+  array and are combined by a tree (a barrier per level), and one thread folds the result
+  into the output;
 - a ``shared`` buffer (one per block, its region spanning all the block's threads: see
   ``lower``) is filled cooperatively and fenced: a barrier after the fills and, where the
   fills repeat inside a loop, one before them, so no thread overwrites what another still
@@ -23,9 +27,22 @@ The result is a :class:`GpuProgram` that ``codegen_gpu`` prints as CUDA or OpenC
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from .expr import Const, Expr, Load, Var, free_vars, transform, walk
+from .expr import (
+    Binary,
+    Compare,
+    Const,
+    Expr,
+    Load,
+    Var,
+    all_of,
+    equal,
+    free_vars,
+    transform,
+    walk,
+)
 from .loop_ir import (
     Allocate,
     Barrier,
@@ -113,6 +130,7 @@ def _kernel(nest: Stmt, name: str, globals_: list[Buffer], target: Target) -> Ke
         raise ScheduleError(f"{_first_output(nest)} is not bound to GPU threads: bind its "
                             "outer loops to blockIdx.* and threadIdx.* (a GPU target runs "
                             "nothing on the host)")
+    nest = _CrossThreadReductions().visit(nest)
     _RaceCheck().visit(nest)
     nest = _InjectVirtualThreads().visit(nest)
     indices = {tag: Var(tag.replace(".", "_"), "int32") for tag in launch
@@ -208,6 +226,16 @@ class _RaceCheck(StmtVisitor):
         self.allocated_at[s.buffer] = len(self.bound)
         super().visit_allocate(s)
 
+    def visit_if(self, s: IfThenElse) -> None:
+        """Under ``index == constant`` one thread runs the branch: no race over it."""
+        pinned = s.cond.a if isinstance(s.cond, Compare) and s.cond.op == "==" \
+            and isinstance(s.cond.b, Const) else None
+        saved = self.bound
+        if isinstance(pinned, Var):
+            self.bound = [(v, t) if v is not pinned else (v, "pinned") for v, t in self.bound]
+        super().visit_if(s)
+        self.bound = saved
+
     def visit_store(self, s: Store) -> None:
         buf = s.buffer
         depth = self.allocated_at.get(buf, 0)
@@ -215,7 +243,7 @@ class _RaceCheck(StmtVisitor):
         inside = self.bound[depth:] if private else self.bound
         if private:
             for var, tag in inside:
-                if tag not in VIRTUAL_TAGS:
+                if tag not in (*VIRTUAL_TAGS, "pinned"):
                     raise ScheduleError(
                         f"{buf.name} is a per-thread buffer ({buf.scope}) but the loop "
                         f"{var.name} that fills it is bound to {tag}: put it in shared "
@@ -224,7 +252,8 @@ class _RaceCheck(StmtVisitor):
         if not reads_itself:
             return
         used = set().union(*(free_vars(i) for i in s.indices)) if s.indices else set()
-        relevant = [(v, t) for v, t in inside if buf.scope != "shared" or t in THREAD_TAGS]
+        relevant = [(v, t) for v, t in inside if t != "pinned"
+                    and (buf.scope != "shared" or t in THREAD_TAGS)]
         for var, tag in relevant:
             if var not in used:
                 raise ScheduleError(
@@ -272,6 +301,104 @@ def _check_limits(kernel: Kernel, local: list[Buffer], target: Target) -> None:
     if per_thread > MAX_LOCAL_BYTES:
         raise ScheduleError(f"{kernel.name} needs {per_thread} bytes of per-thread buffers "
                             f"({', '.join(b.name for b in local)}); at most {MAX_LOCAL_BYTES}")
+
+
+# ---------------------------------------------------------------------------- cross-thread
+
+
+_COMBINERS = ("+", "max", "min")
+
+
+class _CrossThreadReductions(StmtMutator):
+    """A loop bound to ``threadIdx.*`` that a reduction accumulates over (its one store is
+    ``out[i] = out[i] op v`` with ``i`` independent of the loop) becomes: each thread's
+    partial result in a register, the partials in a shared array, a tree of barriers and
+    combines, and thread 0 folding the total into ``out[i]``."""
+
+    def __init__(self) -> None:
+        self.threads: list[str] = []
+
+    def visit_for(self, s: For) -> Stmt:
+        if s.kind in (*THREAD_TAGS, *VIRTUAL_TAGS):
+            self.threads.append(s.kind)
+            body = self.visit(s.body)
+            self.threads.pop()
+        else:
+            body = self.visit(s.body)
+        loop = For(s.var, s.extent, s.kind, body, s.pragmas, s.intrin)
+        if s.kind not in THREAD_TAGS:
+            return loop
+        stores = _stores(body)
+        if not (len(stores) == 1 and _accumulates_over(stores[0], s.var)):
+            return loop
+        if self.threads:
+            raise ScheduleError(
+                f"a cross-thread reduction over {s.kind} (loop {s.var.name}) inside loops "
+                f"bound to {', '.join(self.threads)} is not supported: bind the reduction's "
+                "spatial axes to blockIdx.* (one output per block at a time)")
+        return _tree_reduce(loop, stores[0])
+
+
+def _accumulates_over(store: Store, var: Var) -> bool:
+    value = store.value
+    return (isinstance(value, Binary) and not isinstance(value, Compare)
+            and value.op in _COMBINERS and isinstance(value.a, Load)
+            and value.a.source is store.buffer
+            and all(x.key() == y.key() for x, y in zip(value.a.indices, store.indices,
+                                                       strict=True))
+            and var not in set().union(*map(free_vars, store.indices)))
+
+
+def _identity(op: str, dtype: str) -> Const:
+    import numpy as np
+
+    from . import dtype as dt
+
+    if op == "+":
+        return Const(0, dtype)
+    if dt.is_float(dtype):
+        return Const(float("-inf") if op == "max" else float("inf"), dtype)
+    info = np.iinfo(dt.numpy_dtype(dtype))
+    return Const(int(info.min if op == "max" else info.max), dtype)
+
+
+def _tree_reduce(loop: For, store: Store) -> Stmt:
+    """The cross-thread form of ``loop`` (see ``_CrossThreadReductions``)."""
+    value = store.value
+    op, dtype, threads = value.op, store.buffer.dtype, int(loop.extent.value)
+    acc = Buffer(f"{store.buffer.name}_partial", (1,), dtype, "local")
+    red = Buffer(f"{store.buffer.name}_red", (threads,), dtype, "shared")
+    zero = (Const(0, "int32"),)
+
+    class ToPartial(StmtMutator):
+        def visit_store(self, st: Store) -> Stmt:
+            if st is not store:
+                return st
+            return Store(acc, zero, Binary(op, acc.load(zero), value.b, dtype))
+
+    def on_threads(body_of: Callable[[Var], Stmt]) -> For:
+        var = Var(loop.var.name, loop.var.dtype)
+        return For(var, threads, loop.kind, body_of(var))
+
+    partial = on_threads(lambda t: Allocate(acc, Seq([
+        Store(acc, zero, _identity(op, dtype)),
+        substitute_stmt(ToPartial().visit(loop.body), {loop.var: t}),
+        Store(red, (t,), acc.load(zero))])))
+    # the partials' fill is fenced like any shared fill (``_Fences``); each level after
+    steps: list[Stmt] = [partial]
+    half = 1 << max(0, (threads - 1).bit_length() - 1)
+    while half >= 1:
+        def combine(t: Var, half: int = half) -> Stmt:
+            other = (t + half,)
+            update = Store(red, (t,), Binary(op, red.load((t,)), red.load(other), dtype))
+            return IfThenElse(all_of([t < half, t + half < threads]), update)
+
+        steps += [on_threads(combine), Barrier()]
+        half //= 2
+    steps += [on_threads(lambda t: IfThenElse(
+        equal(t, 0), Store(store.buffer, store.indices,
+                      Binary(op, value.a, red.load(zero), dtype))))]
+    return Allocate(red, Seq(steps))
 
 
 # ---------------------------------------------------------------------------- virtual threads

@@ -194,8 +194,11 @@ class Stage:
     # ------------------------------------------------------------------ annotations
     def _annotate(self, step: str, ref: IterVar | str, kind: str) -> None:
         iv = self._leaf(step, ref)
-        if iv.is_reduce and step in ("parallel", "vectorize", "bind"):
+        if iv.is_reduce and step in ("parallel", "vectorize"):
             raise self._fail(step, f"axis {iv.name} is a reduction axis")
+        if iv.is_reduce and step == "bind" and not kind.startswith("threadIdx."):
+            raise self._fail(step, f"axis {iv.name} is a reduction axis: only threadIdx.* "
+                             "may be bound to one (the threads then reduce together)")
         if iv in self.annotations and self.annotations[iv] != kind:
             raise self._fail(step, f"axis {iv.name} is already annotated "
                              f"{self.annotations[iv]}")

@@ -10,8 +10,10 @@ the result, whose block, virtual-thread and thread levels are fused and bound to
 r0 r1 s3 r2 s4. Every input the stage reads is staged in shared memory at the outer
 reduction tile and fetched cooperatively by all the block's threads.
 
-``bind_root`` gives any other stage computed at the root one thread per output element
-(how many threads per block is a decision), and ``annotate`` adds the auto-unroll depth.
+``cross_thread`` lets a block's threads reduce one output together (for reductions with
+few outputs and long rows: softmax, layer norm, a norm). ``bind_root`` gives any other stage
+computed at the root one thread per output element (how many threads per block is a
+decision), and ``annotate`` adds the auto-unroll depth.
 Decisions that exceed the target's threads per block, more than ``MAX_VTHREADS`` virtual
 threads or more than ``MAX_THREAD_TILE`` outputs per thread are invalid programs
 (``ScheduleError``); shared memory over the limit is found by the GPU lowering, which the
@@ -100,6 +102,28 @@ def tile(s: te.Schedule, stage_name: str, consumer_name: str, target: Target,
         fused_axis = shared.fuse(*axes) if len(axes) > 1 else axes[0]
         _, lane = shared.split(fused_axis, factor=threads)
         shared.bind(lane, "threadIdx.x")
+
+
+def cross_thread(s: te.Schedule, stage_name: str, target: Target, decide: Decide) -> None:
+    """A reduction with one output per block at a time: the spatial axes fused onto
+    ``blockIdx.x``, the (fused) reduction split so that its inner part runs across the
+    block's threads (a cross-thread reduction, see ``schedule.gpu_lower``), each thread
+    accumulating every ``threads``-th element."""
+    stage = s[stage_name]
+    spatial = [iv for iv in stage.leaf_iter_vars if not iv.is_reduce]
+    reduce_axes = [iv for iv in stage.leaf_iter_vars if iv.is_reduce]
+    k = stage.fuse(*reduce_axes) if len(reduce_axes) > 1 else reduce_axes[0]
+    choices = tuple(n for n in THREADS_PER_BLOCK
+                    if n <= target.max_threads_per_block and n // 2 < k.extent) or (1,)
+    threads = decide(f"threads:{stage.name}", ChoiceDecision(choices))
+    outer, lane = stage.split(k, factor=threads)
+    if spatial:
+        block = stage.fuse(*spatial) if len(spatial) > 1 else spatial[0]
+        stage.reorder(block, lane, outer)
+        stage.bind(block, "blockIdx.x")
+    else:
+        stage.reorder(lane, outer)
+    stage.bind(lane, "threadIdx.x")
 
 
 def bind_root(stage: te.Stage, target: Target, decide: Decide) -> None:

@@ -152,6 +152,21 @@ def gpu_multi_level_tiling(ctx: SketchContext, stage: te.Stage) -> RuleResult | 
                       skip_rest=True)
 
 
+#: On a GPU, reductions at least this long may also be reduced by a block's threads together.
+CROSS_THREAD_MIN_REDUCE = 32
+
+
+def gpu_cross_thread_reduction(ctx: SketchContext, stage: te.Stage) -> RuleResult | None:
+    """On a GPU, a long reduction without data reuse (a softmax's row max and sum, a norm)
+    may be reduced by all the threads of a block together, one output per block; one
+    thread per output stays the alternative."""
+    if not stage.op.reduce_axis or analysis.needs_multi_level_tiling(stage) \
+            or analysis.reduce_size(stage) < CROSS_THREAD_MIN_REDUCE:
+        return None
+    return RuleResult([[SketchOp("cross_thread", stage.name)],
+                       [SketchOp("location", stage.name)]], skip_rest=True)
+
+
 def open_location(ctx: SketchContext, stage: te.Stage) -> RuleResult | None:
     return RuleResult([[SketchOp("location", stage.name)]], skip_rest=True)
 
@@ -168,6 +183,7 @@ DEFAULT_RULES: list[tuple[str, Rule]] = [
 GPU_RULES: list[tuple[str, Rule]] = [
     ("always_inline", always_inline),
     ("gpu_multi_level_tiling", gpu_multi_level_tiling),
+    ("gpu_cross_thread_reduction", gpu_cross_thread_reduction),
     ("open_location", open_location),
 ]
 """The rules for cuda and opencl targets (no CPU vector or tensor-instruction rules)."""

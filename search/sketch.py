@@ -31,7 +31,7 @@ SERIAL_FLOPS = 4e6
 
 @dataclass(frozen=True)
 class SketchOp:
-    kind: str  # inline | cache_write | tile | gpu_tile | rfactor | location
+    kind: str  # inline | cache_write | tile | gpu_tile | cross_thread | rfactor | location
     stage: str
     fuse_level: int = 0  # tile: 0 = no consumer fusion, 1 or 2 = compute at that tile level
     consumer: str = ""
@@ -178,6 +178,10 @@ def _gpu_tile(task: SearchTask, s: te.Schedule, op: SketchOp, decide: Decide) ->
                     fused=not op.stage.endswith(".local"))
 
 
+def _cross_thread(task: SearchTask, s: te.Schedule, op: SketchOp, decide: Decide) -> None:
+    gpu_sketch.cross_thread(s, op.stage, task.target, decide)
+
+
 def _rfactor(task: SearchTask, s: te.Schedule, op: SketchOp, decide: Decide) -> None:
     stage = s[op.stage]
     reduce_axes = list(stage.op.reduce_axis)
@@ -249,7 +253,7 @@ def _attach_loop_in(stage: te.Stage, host: te.Stage) -> te.IterVar | None:
 
 _APPLY: dict[str, Callable[[SearchTask, te.Schedule, SketchOp, Decide], None]] = {
     "inline": _inline, "cache_write": _cache_write, "tile": _tile, "gpu_tile": _gpu_tile,
-    "rfactor": _rfactor, "location": _location,
+    "rfactor": _rfactor, "location": _location, "cross_thread": _cross_thread,
 }
 
 

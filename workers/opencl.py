@@ -36,6 +36,7 @@ from schedule import (
     Workload,
     gpu_source,
     make_schedule,
+    opencl_device_name,
 )
 
 from .device import BuildResult, Device, register_device
@@ -51,8 +52,6 @@ def platforms_here() -> tuple[tuple[str, str], ...]:
     """(target device name, device model) of each OpenCL platform's first device here."""
     try:
         import pyopencl as cl
-
-        from schedule.target import opencl_device_name
 
         return tuple((opencl_device_name(p.name), str(p.get_devices()[0].name))
                      for p in cl.get_platforms())

@@ -222,19 +222,6 @@ function chart(task, metric, trials, logScale, other = null) {
     mark.append(svg("title", {}, `trial ${t.n}: ${t.error_kind} ${t.error}`));
     root.append(mark);
   }
-  for (const [name, v] of baselines) {  // what the device measured before tuning
-    const color = BASELINE_COLORS[name] || "#555";
-    const line = svg("g", { class: "baseline", "data-baseline": name });
-    line.append(svg("line", { x1: PAD.left, x2: W - PAD.right, y1: y(v), y2: y(v), stroke: color,
-                              "stroke-width": 1.5, "stroke-dasharray": "2 3" }),
-                svg("text", { x: W - PAD.right - 4, y: y(v) - 4, "text-anchor": "end",
-                              "font-size": 11, fill: color },
-                    `${name} ${Number(v.toPrecision(3))}${metric === "gflops" ? " GFLOP/s" : " ms"}`),
-                svg("title", {}, name === "peak"
-                  ? "the target's float32 multiply-add peak, measured on the device"
-                  : `${name} on the same device, before tuning`));
-    root.append(line);
-  }
   // best-so-far is a step function: hold each value until the next improvement
   const steps = points => {
     const path = [];
@@ -256,6 +243,21 @@ function chart(task, metric, trials, logScale, other = null) {
   } else {
     root.append(svg("text", { x: W / 2, y: H / 2, "text-anchor": "middle", fill: "#999" },
                     "no valid measurement yet"));
+  }
+  // what the device measured before tuning, drawn over the curve: a baseline the best
+  // matches would otherwise vanish under it
+  for (const [name, v] of baselines) {
+    const color = BASELINE_COLORS[name] || "#555";
+    const line = svg("g", { class: "baseline", "data-baseline": name });
+    line.append(svg("line", { x1: PAD.left, x2: W - PAD.right, y1: y(v), y2: y(v), stroke: color,
+                              "stroke-width": 1.5, "stroke-dasharray": "2 3" }),
+                svg("text", { x: W - PAD.right - 4, y: y(v) - 4, "text-anchor": "end",
+                              "font-size": 11, fill: color },
+                    `${name} ${Number(v.toPrecision(3))}${metric === "gflops" ? " GFLOP/s" : " ms"}`),
+                svg("title", {}, name === "peak"
+                  ? "the target's float32 multiply-add peak, measured on the device"
+                  : `${name} on the same device, before tuning`));
+    root.append(line);
   }
   for (const t of valid.filter(t => t.reconfirm)) {
     const cx = x(t.n) + 6, cy = y(metricOf(task, t.latency_s, metric));

@@ -278,3 +278,18 @@ def test_every_feature_is_documented() -> None:
         if name not in documented and generic not in documented:
             missing.append(name)
     assert not missing, f"features missing from FEATURES.md: {missing}"
+
+
+
+def test_gpu_programs_show_their_threads_and_shared_memory() -> None:
+    from tests.schedule.test_gpu import tiled_matmul
+
+    s, args = tiled_matmul()
+    rows = extract_features(lower(s, args, unroll=False))
+    assert max(value(r, "prog_shared_bytes") for r in rows) == pytest.approx(2 * 256 * 4)
+    assert max(value(r, "gpu_threads") for r in rows) == pytest.approx(128)
+    assert max(value(r, "gpu_vthreads") for r in rows) == pytest.approx(2)
+    assert max(value(r, f"buf{k}_shared") for r in rows for k in range(5)) == 1.0
+    A, B, C = matmul(32)
+    cpu = extract_features(lower(te.create_schedule(C), [A, B, C], unroll=False))
+    assert max(value(r, "prog_shared_bytes") for r in cpu) == 0.0

@@ -72,7 +72,7 @@ def test_tiled_matmul_with_shared_memory_and_virtual_threads_matches_numpy() -> 
     text = src.source
     assert "__local float A_shared[256];" in text and "__local float B_shared[256];" in text
     # a barrier before the fills (the k loop overwrites them) and one after
-    assert text.count("barrier(CLK_LOCAL_MEM_FENCE);") == 2
+    assert text.count("barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);") == 2
     # the per-thread 2x2 accumulator tile, one copy per virtual thread
     assert "float C_local[8];" in text
 
@@ -142,6 +142,50 @@ def test_cuda_programs_compile_within_the_architecture_limits(arch: str) -> None
     assert binary.resources["tiled_matmul_kernel0"].shared_bytes == 2048
 
 
+def row_reduction(rows: int, cols: int, threads: int, kind: str = "sum"):
+    """One row per block, its elements reduced by ``threads`` threads together: each
+    takes every ``threads``-th element, then the partial results meet in a tree."""
+    A = te.placeholder((rows, cols), "float32", name="A")
+    k = te.reduce_axis((0, cols), name="k")
+    reducer = te.sum if kind == "sum" else te.max
+    R = te.compute((rows,), lambda i: reducer(A[i, k], axis=k), name="R")
+    s = te.create_schedule(R)
+    (i,) = s[R].op.axis
+    ko, lane = s[R].split(s[R].op.reduce_axis[0], factor=threads)
+    s[R].reorder(i, lane, ko)
+    s[R].bind(i, "blockIdx.x")
+    s[R].bind(lane, "threadIdx.x")
+    return s, [A, R]
+
+
+@needs_pocl
+@pytest.mark.parametrize(("cols", "threads", "kind"), [
+    (1000, 64, "sum"), (333, 100, "max"), (7, 32, "sum"), (64, 1, "max"), (96, 96, "sum")])
+def test_a_cross_thread_reduction_matches_numpy(cols: int, threads: int, kind: str) -> None:
+    s, args = row_reduction(5, cols, threads, kind)
+    a = np.random.default_rng(2).standard_normal((5, cols)).astype("float32")
+    expected = a.sum(axis=1) if kind == "sum" else a.max(axis=1)
+    np.testing.assert_allclose(_run(s, args, [a]), expected, rtol=1e-4, atol=1e-4)
+
+
+def test_a_cross_thread_reduction_is_a_tree_of_barriers_in_shared_memory() -> None:
+    s, args = row_reduction(4, 1000, 64)
+    text = gpu_source(s, args, "cuda -arch=sm_80").source
+    assert "__shared__ float R_red[64];" in text and "float R_partial[1];" in text
+    assert text.count("__syncthreads();") == 7  # after the partials, then one per level
+    assert "if ((threadIdx_x == 0))" in text
+
+
+def test_a_cross_thread_reduction_inside_other_thread_axes_is_refused() -> None:
+    s, args = row_reduction(4, 100, 32)
+    rows_on_threads = [[*step[:3], "threadIdx.y"] if step[:1] == ["bind"]
+                       and step[3] == "blockIdx.x" else step for step in s.steps]
+    s = te.create_schedule(args[-1]).replay(rows_on_threads)
+    with pytest.raises(ScheduleError, match="cross-thread reduction over threadIdx.x .* "
+                                            "inside loops bound to threadIdx.y"):
+        gpu_source(s, args, POCL)
+
+
 # ---------------------------------------------------------------------------- invalid schedules
 
 
@@ -164,8 +208,8 @@ def test_an_accumulation_shared_by_threads_is_a_race() -> None:
     s[CS].compute_at(s[C], j)
     with pytest.raises(ScheduleError, match="threads race on C_shared.*bound to threadIdx.x"):
         gpu_source(s, [A, B, C], POCL)
-    with pytest.raises(ScheduleError, match="reduction axis"):
-        s[CS].bind(s[CS].op.reduce_axis[0], "threadIdx.y")
+    with pytest.raises(ScheduleError, match="reduction axis: only threadIdx"):
+        s[CS].bind(s[CS].op.reduce_axis[0], "blockIdx.y")
 
 
 def test_a_per_thread_buffer_filled_across_threads_is_refused() -> None:
