@@ -35,7 +35,7 @@ Decide = Callable[[str, Decision], Any]
 MAX_VTHREADS = 8
 #: Output elements one thread accumulates, for all its virtual threads: its registers on a
 #: GPU (a CUDA thread has at most 255).
-MAX_THREAD_TILE = 128
+MAX_THREAD_TILE = 64
 #: The largest factor of each of the two levels inside a thread, per axis.
 MAX_INNER_FACTOR = 8
 THREADS_PER_BLOCK = (32, 64, 128, 256, 512, 1024)

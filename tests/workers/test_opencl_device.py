@@ -69,3 +69,9 @@ def test_the_device_serves_opencl_targets_of_its_platform() -> None:
         assert OpenCLDevice.count_here() >= 1
     finally:
         device.close()
+
+
+def test_a_worker_advertises_its_opencl_devices_as_ray_resources() -> None:
+    from workers import node_resources
+
+    assert node_resources(["opencl"]) == {"opencl": OpenCLDevice.count_here()}
