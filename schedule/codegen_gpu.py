@@ -15,9 +15,23 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from . import arith
 from . import dtype as dt
 from .codegen_c import _RESERVED, _nonnegative
-from .expr import Binary, Call, Cast, Compare, Const, Expr, Load, Logic, Not, Select, Var
+from .expr import (
+    Binary,
+    Call,
+    Cast,
+    Compare,
+    Const,
+    Expr,
+    Load,
+    Logic,
+    Not,
+    Select,
+    Var,
+    substitute,
+)
 from .gpu_lower import GpuProgram, Kernel
 from .loop_ir import (
     Allocate,
@@ -33,6 +47,8 @@ from .loop_ir import (
 from .schedule import ScheduleError
 
 _MATH = ("exp", "log", "sqrt", "tanh", "erf", "floor", "ceil", "pow")
+_VECTOR_LANES = (2, 4)
+_VECTOR_TYPES = ("float32", "int32")
 # Names a buffer or loop may not take in either dialect (beyond C's).
 _GPU_RESERVED = _RESERVED | frozenset([
     "kernel", "__kernel", "global", "local", "constant", "private", "half", "uchar", "uint",
@@ -55,6 +71,7 @@ class Dialect:
     indices: dict[str, str]
     types: dict[str, str]
     float_suffix_math: bool  # CUDA's expf/logf; OpenCL's overloaded exp/log
+    vector_copy: str  # ``lanes`` elements from {src} to {dst} (pointers), type {vtype}
 
     def math(self, name: str, dtype: str) -> str:
         if name == "abs":
@@ -67,7 +84,8 @@ CUDA = Dialect(
     prelude="#include <math.h>\n",
     kernel='extern "C" __global__ void',
     param="{type}* __restrict__ {name}",
-    shared="__shared__ {type} {name}[{size}];",
+    # aligned for the vector copies (16 bytes: a float4)
+    shared="__shared__ __align__(16) {type} {name}[{size}];",
     barrier="__syncthreads();",
     helper="__device__ __forceinline__",
     indices={"blockIdx.x": "blockIdx.x", "blockIdx.y": "blockIdx.y", "blockIdx.z": "blockIdx.z",
@@ -76,6 +94,7 @@ CUDA = Dialect(
     types={"float32": "float", "float16": "__half", "int8": "signed char",
            "uint8": "unsigned char", "int32": "int", "int64": "long long", "bool": "bool"},
     float_suffix_math=True,
+    vector_copy="*({vtype}*)({dst}) = *(const {vtype}*)({src});",
 )
 
 OPENCL = Dialect(
@@ -83,7 +102,7 @@ OPENCL = Dialect(
     prelude="",
     kernel="__kernel void",
     param="__global {type}* restrict {name}",
-    shared="__local {type} {name}[{size}];",
+    shared="__local {type} {name}[{size}] __attribute__((aligned(16)));",
     # global too: a cross-thread reduction's result is folded into memory other threads
     # initialised
     barrier="barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);",
@@ -94,6 +113,7 @@ OPENCL = Dialect(
     types={"float32": "float", "float16": "half", "int8": "char", "uint8": "uchar",
            "int32": "int", "int64": "long", "bool": "bool"},
     float_suffix_math=False,
+    vector_copy="vstore{lanes}(vload{lanes}(0, {src}), 0, {dst});",
 )
 
 DIALECTS = {"cuda": CUDA, "opencl": OPENCL}
@@ -232,6 +252,8 @@ class GpuCodegen(StmtVisitor):
     def visit_for(self, s: For) -> None:
         if s.kind not in (For.SERIAL, For.UNROLLED, For.VECTORIZED):
             raise ScheduleError(f"loop {s.var.name} ({s.kind}) has no GPU code generation")
+        if s.kind == For.VECTORIZED and self._vector_copy(s):
+            return
         var = self.name(s.var, s.var.name)
         budget = self.unroll_budget
         self.unroll_budget = s.pragmas.get("auto_unroll_max_step", budget)
@@ -244,6 +266,35 @@ class GpuCodegen(StmtVisitor):
         self.nested(s.body)
         self.emit("}")
         self.unroll_budget = budget
+
+    def _vector_copy(self, s: For) -> bool:
+        """A vectorized loop of 2 or 4 that copies contiguous elements to contiguous
+        elements (a cooperative fetch into shared memory), both starting at a multiple of
+        its width: one vector load and store (``float4``). False where that is not proven:
+        the loop stays a loop."""
+        lanes = int(s.extent.value) if isinstance(s.extent, Const) else 0
+        store = s.body
+        if lanes not in _VECTOR_LANES or not isinstance(store, Store) \
+                or not isinstance(store.value, Load) or store.buffer.dtype not in _VECTOR_TYPES:
+            return False
+        load = store.value
+        if "local" in (store.buffer.scope, load.source.scope):  # per-thread arrays: unaligned
+            return False
+        bases = []
+        for index in (store.indices[0], load.indices[0]):
+            base = arith.simplify(substitute(index, {s.var: Const(0, s.var.dtype)}))
+            step = arith.simplify(index - base)
+            aligned = arith.simplify(Binary("floormod", base, Const(lanes, base.dtype),
+                                            base.dtype))
+            if step.key() != s.var.key() or not (isinstance(aligned, Const)
+                                                  and aligned.value == 0):
+                return False
+            bases.append(base)
+        vtype = f"{self.ctype(store.buffer.dtype)}{lanes}"
+        dst = f"{self.name(store.buffer, store.buffer.name)} + {self.expr(bases[0])}"
+        src = f"{self.name(load.source, load.source.name)} + {self.expr(bases[1])}"
+        self.emit(self.d.vector_copy.format(vtype=vtype, lanes=lanes, dst=dst, src=src))
+        return True
 
     def visit_allocate(self, s: Allocate) -> None:
         buf = s.buffer

@@ -8,7 +8,8 @@ element-wise consumer is fused) is computed at the thread level of the stage tha
 the result, whose block, virtual-thread and thread levels are fused and bound to
 ``blockIdx.x``, ``vthread`` and ``threadIdx.x``. Inside a thread the order is
 r0 r1 s3 r2 s4. Every input the stage reads is staged in shared memory at the outer
-reduction tile and fetched cooperatively by all the block's threads.
+reduction tile and fetched cooperatively by all the block's threads, each copying 1, 2 or 4
+neighbouring elements per step (a decision; vector loads where aligned).
 
 ``cross_thread`` lets a block's threads reduce one output together (for reductions with
 few outputs and long rows: softmax, layer norm, a norm). ``bind_root`` gives any other stage
@@ -40,6 +41,8 @@ MAX_THREAD_TILE = 64
 MAX_INNER_FACTOR = 8
 THREADS_PER_BLOCK = (32, 64, 128, 256, 512, 1024)
 UNROLL_STEPS = (0, 16, 64, 512, 1024)
+#: Elements each thread copies per step of a cooperative fetch (2 and 4: vector loads).
+FETCH_WIDTHS = (1, 2, 4)
 _BOUND = ("blockIdx.x", "vthread", "threadIdx.x")
 
 
@@ -100,8 +103,12 @@ def tile(s: te.Schedule, stage_name: str, consumer_name: str, target: Target,
         shared.compute_at(stage, r_levels[0][-1])
         axes = list(shared.op.axis)
         fused_axis = shared.fuse(*axes) if len(axes) > 1 else axes[0]
-        _, lane = shared.split(fused_axis, factor=threads)
+        width = decide(f"vector:{shared.name}", ChoiceDecision(FETCH_WIDTHS))
+        _, rest = shared.split(fused_axis, factor=threads * width)
+        lane, vector = shared.split(rest, factor=width)
         shared.bind(lane, "threadIdx.x")
+        if width > 1:  # each thread copies ``width`` neighbours: one float4 where aligned
+            shared.vectorize(vector)
 
 
 def cross_thread(s: te.Schedule, stage_name: str, target: Target, decide: Decide) -> None:

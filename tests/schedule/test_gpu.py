@@ -19,10 +19,12 @@ from tests.schedule.helpers import matmul
 from tests.schedule.test_ops import REGISTRY_CASES
 
 
-def tiled_matmul(M: int = 128, N: int = 128, K: int = 128, vthreads: int = 2):
+def tiled_matmul(M: int = 128, N: int = 128, K: int = 128, vthreads: int = 2,
+                 k_tile: int = 8, fetch_width: int = 1):
     """The classic GPU GEMM schedule: 32x32 output tiles per block, a 2x2 register tile per
     thread (times ``vthreads`` interleaved rows), both inputs staged in shared memory per
-    step of 8 along k, fetched cooperatively by the block's 16x8 threads."""
+    step of ``k_tile`` along k, fetched cooperatively by the block's 16x8 threads, each
+    copying ``fetch_width`` neighbours per step."""
     A, B, C = matmul(M, N, K)
     s = te.create_schedule(C)
     CL = s.cache_write(C, "local")
@@ -41,15 +43,18 @@ def tiled_matmul(M: int = 128, N: int = 128, K: int = 128, vthreads: int = 2):
     s[C].bind(ti, "threadIdx.y")
     s[C].bind(tj, "threadIdx.x")
     s[CL].compute_at(s[C], tj)
-    ko, ki = s[CL].split(s[CL].op.reduce_axis[0], factor=8)
+    ko, ki = s[CL].split(s[CL].op.reduce_axis[0], factor=k_tile)
     ci, cj = s[CL].op.axis
     s[CL].reorder(ko, ki, ci, cj)
     for T in (AA, BB):
         s[T].compute_at(s[CL], ko)
-        fo, fi = s[T].split(s[T].fuse(*s[T].op.axis), factor=16)
+        fused, vector = s[T].split(s[T].fuse(*s[T].op.axis), factor=fetch_width)
+        fo, fi = s[T].split(fused, factor=16)
         fo, fy = s[T].split(fo, factor=8)
         s[T].bind(fi, "threadIdx.x")
         s[T].bind(fy, "threadIdx.y")
+        if fetch_width > 1:
+            s[T].vectorize(vector)
     return s, [A, B, C]
 
 
@@ -70,7 +75,8 @@ def test_tiled_matmul_with_shared_memory_and_virtual_threads_matches_numpy() -> 
     (kernel,) = src.plan.kernels
     assert kernel.grid == (4, 4, 1) and kernel.block == (16, 8, 1)
     text = src.source
-    assert "__local float A_shared[256];" in text and "__local float B_shared[256];" in text
+    assert "__local float A_shared[256] __attribute__((aligned(16)));" in text
+    assert "__local float B_shared[256] __attribute__((aligned(16)));" in text
     # a barrier before the fills (the k loop overwrites them) and one after
     assert text.count("barrier(CLK_LOCAL_MEM_FENCE | CLK_GLOBAL_MEM_FENCE);") == 2
     # the per-thread 2x2 accumulator tile, one copy per virtual thread
@@ -85,6 +91,23 @@ def test_virtual_threads_and_non_dividing_tiles_stay_correct() -> None:
     rng = np.random.default_rng(1)
     a = rng.standard_normal((96, 40)).astype("float32")
     b = rng.standard_normal((40, 64)).astype("float32")
+    np.testing.assert_allclose(_run(s, args, [a, b]), a @ b, rtol=1e-4, atol=1e-4)
+
+
+@needs_pocl
+def test_a_cooperative_fetch_of_contiguous_aligned_elements_is_a_vector_copy() -> None:
+    """A's tile spans whole rows of A (the k tile is all of K): each thread's 4 elements
+    are contiguous and aligned in both arrays, one float4. B's tile rows are 32 of 64
+    columns: its index is not provably contiguous, so it stays a loop."""
+    s, args = tiled_matmul(M=64, N=64, K=32, k_tile=32, fetch_width=4)
+    cuda = gpu_source(s, args, "cuda -arch=sm_80").source
+    assert cuda.count("*(float4*)(A_shared + ") == 1 and "*(float4*)(B_shared" not in cuda
+    assert "__shared__ __align__(16) float A_shared[1024];" in cuda
+    opencl = gpu_source(s, args, POCL).source
+    assert opencl.count("vstore4(vload4(0, A + ") == 1
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((64, 32)).astype("float32")
+    b = rng.standard_normal((32, 64)).astype("float32")
     np.testing.assert_allclose(_run(s, args, [a, b]), a @ b, rtol=1e-4, atol=1e-4)
 
 
@@ -126,6 +149,11 @@ def test_cuda_programs_compile_within_the_architecture_limits(arch: str) -> None
     sources = []
     s, args = tiled_matmul()
     sources.append(gpu_source(s, args, target, name="tiled_matmul").source)
+    s, args = tiled_matmul(M=64, N=64, K=32, k_tile=32, fetch_width=4)
+    sources.append(gpu_source(s, args, target, name="vector_fetch").source)
+    for cols, threads in ((1000, 64), (96, 96)):
+        s, args = row_reduction(4, cols, threads)
+        sources.append(gpu_source(s, args, target, name=f"row_sum_{cols}").source)
     for i, (name, params) in enumerate(_cases()):
         spec = ops.get_op(name)
         op_args = spec.build(params)
@@ -171,7 +199,7 @@ def test_a_cross_thread_reduction_matches_numpy(cols: int, threads: int, kind: s
 def test_a_cross_thread_reduction_is_a_tree_of_barriers_in_shared_memory() -> None:
     s, args = row_reduction(4, 1000, 64)
     text = gpu_source(s, args, "cuda -arch=sm_80").source
-    assert "__shared__ float R_red[64];" in text and "float R_partial[1];" in text
+    assert "__shared__ __align__(16) float R_red[64];" in text and "float R_partial[1];" in text
     assert text.count("__syncthreads();") == 7  # after the partials, then one per level
     assert "if ((threadIdx_x == 0))" in text
 
