@@ -312,31 +312,34 @@ _COMBINERS = ("+", "max", "min")
 class _CrossThreadReductions(StmtMutator):
     """A loop bound to ``threadIdx.*`` that a reduction accumulates over (its one store is
     ``out[i] = out[i] op v`` with ``i`` independent of the loop) becomes: each thread's
-    partial result in a register, the partials in a shared array, a tree of barriers and
-    combines, and thread 0 folding the total into ``out[i]``."""
+    partial result in a register, the partials in a shared array (one row per thread of
+    the other thread axes around it, which reduce other outputs), a tree of barriers and
+    combines, and the first thread of the row folding the total into ``out[i]``."""
 
     def __init__(self) -> None:
-        self.threads: list[str] = []
+        self.around: list[For] = []  # the enclosing loops bound to threads
 
     def visit_for(self, s: For) -> Stmt:
-        if s.kind in (*THREAD_TAGS, *VIRTUAL_TAGS):
-            self.threads.append(s.kind)
-            body = self.visit(s.body)
-            self.threads.pop()
-        else:
-            body = self.visit(s.body)
+        bound = s.kind in (*THREAD_TAGS, *VIRTUAL_TAGS)
+        if bound:
+            self.around.append(s)
+        body = self.visit(s.body)
+        if bound:
+            self.around.pop()
         loop = For(s.var, s.extent, s.kind, body, s.pragmas, s.intrin)
         if s.kind not in THREAD_TAGS:
             return loop
         stores = _stores(body)
         if not (len(stores) == 1 and _accumulates_over(stores[0], s.var)):
             return loop
-        if self.threads:
+        unsupported = [lp.kind for lp in self.around if lp.kind in VIRTUAL_TAGS
+                       or lp.kind == s.kind]
+        if unsupported:
             raise ScheduleError(
                 f"a cross-thread reduction over {s.kind} (loop {s.var.name}) inside loops "
-                f"bound to {', '.join(self.threads)} is not supported: bind the reduction's "
-                "spatial axes to blockIdx.* (one output per block at a time)")
-        return _tree_reduce(loop, stores[0])
+                f"bound to {', '.join(unsupported)} is not supported: bind the other axes to "
+                "blockIdx.* or to other threadIdx axes")
+        return _tree_reduce(loop, stores[0], list(self.around))
 
 
 def _accumulates_over(store: Store, var: Var) -> bool:
@@ -362,13 +365,17 @@ def _identity(op: str, dtype: str) -> Const:
     return Const(int(info.min if op == "max" else info.max), dtype)
 
 
-def _tree_reduce(loop: For, store: Store) -> Stmt:
-    """The cross-thread form of ``loop`` (see ``_CrossThreadReductions``)."""
+def _tree_reduce(loop: For, store: Store, around: list[For]) -> Stmt:
+    """The cross-thread form of ``loop`` (see ``_CrossThreadReductions``); ``around``: the
+    loops bound to other thread axes it is inside (a row of partials each)."""
     value = store.value
     op, dtype, threads = value.op, store.buffer.dtype, int(loop.extent.value)
     acc = Buffer(f"{store.buffer.name}_partial", (1,), dtype, "local")
-    red = Buffer(f"{store.buffer.name}_red", (threads,), dtype, "shared")
+    rows = tuple(lp.var for lp in around)
+    red = Buffer(f"{store.buffer.name}_red", (*(int(lp.extent.value) for lp in around),
+                                              threads), dtype, "shared")
     zero = (Const(0, "int32"),)
+    first = (*rows, Const(0, "int32"))
 
     class ToPartial(StmtMutator):
         def visit_store(self, st: Store) -> Stmt:
@@ -383,21 +390,21 @@ def _tree_reduce(loop: For, store: Store) -> Stmt:
     partial = on_threads(lambda t: Allocate(acc, Seq([
         Store(acc, zero, _identity(op, dtype)),
         substitute_stmt(ToPartial().visit(loop.body), {loop.var: t}),
-        Store(red, (t,), acc.load(zero))])))
+        Store(red, (*rows, t), acc.load(zero))])))
     # the partials' fill is fenced like any shared fill (``_Fences``); each level after
     steps: list[Stmt] = [partial]
     half = 1 << max(0, (threads - 1).bit_length() - 1)
     while half >= 1:
         def combine(t: Var, half: int = half) -> Stmt:
-            other = (t + half,)
-            update = Store(red, (t,), Binary(op, red.load((t,)), red.load(other), dtype))
+            mine, other = (*rows, t), (*rows, t + half)
+            update = Store(red, mine, Binary(op, red.load(mine), red.load(other), dtype))
             return IfThenElse(all_of([t < half, t + half < threads]), update)
 
         steps += [on_threads(combine), Barrier()]
         half //= 2
     steps += [on_threads(lambda t: IfThenElse(
         equal(t, 0), Store(store.buffer, store.indices,
-                      Binary(op, value.a, red.load(zero), dtype))))]
+                      Binary(op, value.a, red.load(first), dtype))))]
     return Allocate(red, Seq(steps))
 
 

@@ -154,6 +154,7 @@ def test_cuda_programs_compile_within_the_architecture_limits(arch: str) -> None
     for cols, threads in ((1000, 64), (96, 96)):
         s, args = row_reduction(4, cols, threads)
         sources.append(gpu_source(s, args, target, name=f"row_sum_{cols}").source)
+    sources.append(gpu_source(*rows_on_threads(12), target, name="rows_on_threads").source)
     for i, (name, params) in enumerate(_cases()):
         spec = ops.get_op(name)
         op_args = spec.build(params)
@@ -204,13 +205,41 @@ def test_a_cross_thread_reduction_is_a_tree_of_barriers_in_shared_memory() -> No
     assert "if ((threadIdx_x == 0))" in text
 
 
-def test_a_cross_thread_reduction_inside_other_thread_axes_is_refused() -> None:
+def rows_on_threads(rows: int):
+    """Four rows per block on threadIdx.y, each reduced by 32 threads along x."""
+    A = te.placeholder((rows, 300), "float32", name="A")
+    k = te.reduce_axis((0, 300), name="k")
+    R = te.compute((rows,), lambda i: te.max(A[i, k], axis=k), name="R")
+    s = te.create_schedule(R)
+    block, row = s[R].split(s[R].op.axis[0], factor=4)
+    ko, lane = s[R].split(s[R].op.reduce_axis[0], factor=32)
+    s[R].reorder(block, row, lane, ko)
+    s[R].bind(block, "blockIdx.x")
+    s[R].bind(row, "threadIdx.y")
+    s[R].bind(lane, "threadIdx.x")
+    return s, [A, R]
+
+
+@needs_pocl
+def test_rows_on_other_thread_axes_reduce_side_by_side() -> None:
+    """A row of partials per y in the shared array; rows that do not fill the last block
+    would leave its threads out of the barriers, which is refused."""
+    s, args = rows_on_threads(12)
+    assert "__shared__ __align__(16) float R_red[128];" in \
+        gpu_source(s, args, "cuda -arch=sm_90").source
+    a = np.random.default_rng(5).standard_normal((12, 300)).astype("float32")
+    np.testing.assert_allclose(_run(s, args, [a]), a.max(axis=1))
+    with pytest.raises(ScheduleError, match="barrier .* blockIdx_x \\* 4 \\+ threadIdx_y < 10"):
+        gpu_source(*rows_on_threads(10), POCL)
+
+
+def test_a_cross_thread_reduction_inside_virtual_threads_is_refused() -> None:
     s, args = row_reduction(4, 100, 32)
-    rows_on_threads = [[*step[:3], "threadIdx.y"] if step[:1] == ["bind"]
-                       and step[3] == "blockIdx.x" else step for step in s.steps]
-    s = te.create_schedule(args[-1]).replay(rows_on_threads)
+    rows_on_vthreads = [[*step[:3], "vthread"] if step[:1] == ["bind"]
+                        and step[3] == "blockIdx.x" else step for step in s.steps]
+    s = te.create_schedule(args[-1]).replay(rows_on_vthreads)
     with pytest.raises(ScheduleError, match="cross-thread reduction over threadIdx.x .* "
-                                            "inside loops bound to threadIdx.y"):
+                                            "inside loops bound to vthread"):
         gpu_source(s, args, POCL)
 
 
