@@ -11,8 +11,9 @@ r0 r1 s3 r2 s4. Every input the stage reads is staged in shared memory at the ou
 reduction tile and fetched cooperatively by all the block's threads, each copying 1, 2 or 4
 neighbouring elements per step (a decision; vector loads where aligned).
 
-``cross_thread`` lets a block's threads reduce one output together (for reductions with
-few outputs and long rows: softmax, layer norm, a norm). ``bind_root`` gives any other stage
+``cross_thread`` lets a block's threads reduce an output together (for reductions with
+few outputs and long rows: softmax, layer norm, a norm), 1 to 8 outputs per block side by
+side on ``threadIdx.y`` (a decision). ``bind_root`` gives any other stage
 computed at the root one thread per output element (how many threads per block is a
 decision), and ``annotate`` adds the auto-unroll depth.
 Decisions that exceed the target's threads per block, more than ``MAX_VTHREADS`` virtual
@@ -43,6 +44,8 @@ THREADS_PER_BLOCK = (32, 64, 128, 256, 512, 1024)
 UNROLL_STEPS = (0, 16, 64, 512, 1024)
 #: Elements each thread copies per step of a cooperative fetch (2 and 4: vector loads).
 FETCH_WIDTHS = (1, 2, 4)
+#: Outputs a block's threads reduce side by side in a cross-thread reduction.
+ROWS_PER_BLOCK = (1, 2, 4, 8)
 _BOUND = ("blockIdx.x", "vthread", "threadIdx.x")
 
 
@@ -124,12 +127,23 @@ def cross_thread(s: te.Schedule, stage_name: str, target: Target, decide: Decide
                     if n <= target.max_threads_per_block and n // 2 < k.extent) or (1,)
     threads = decide(f"threads:{stage.name}", ChoiceDecision(choices))
     outer, lane = stage.split(k, factor=threads)
-    if spatial:
-        block = stage.fuse(*spatial) if len(spatial) > 1 else spatial[0]
-        stage.reorder(block, lane, outer)
-        stage.bind(block, "blockIdx.x")
-    else:
+    if not spatial:
         stage.reorder(lane, outer)
+        stage.bind(lane, "threadIdx.x")
+        return
+    block = stage.fuse(*spatial) if len(spatial) > 1 else spatial[0]
+    # several rows per block side by side on threadIdx.y; only counts that divide the
+    # rows (a partial last block would leave threads out of the reduction's barriers)
+    rows = decide(f"rows:{stage.name}", ChoiceDecision(tuple(
+        r for r in ROWS_PER_BLOCK if block.extent % r == 0
+        and r * threads <= target.max_threads_per_block) or (1,)))
+    if rows > 1:
+        block, row = stage.split(block, factor=rows)
+        stage.reorder(block, row, lane, outer)
+        stage.bind(row, "threadIdx.y")
+    else:
+        stage.reorder(block, lane, outer)
+    stage.bind(block, "blockIdx.x")
     stage.bind(lane, "threadIdx.x")
 
 

@@ -106,8 +106,8 @@ def test_fifty_sampled_programs_of_each_sketch_compile_within_the_limits() -> No
 @needs_pocl
 @pytest.mark.parametrize("key", ["softmax", "layer_norm", "sum"])
 def test_every_sketch_of_a_row_reduction_computes_the_reference(key: str) -> None:
-    """Their sketches reduce each row with a block's threads together (cross-thread) or
-    one thread per row; a program of each is right."""
+    """Their sketches reduce each row with a block's threads together (cross-thread, with
+    one or more rows per block) or one thread per row; programs of each are right."""
     workload = WORKLOADS[key]
     task = SearchTask(workload, POCL)
     sketches = generate_sketches(task)
@@ -115,14 +115,18 @@ def test_every_sketch_of_a_row_reduction_computes_the_reference(key: str) -> Non
     policy = make_policy(task, "random", seed=3)
     inputs = workload.random_inputs(0)
     (expected,) = workload.reference(inputs)
-    seen = set()
-    for cand in policy.propose(24):
-        if cand.sketch in seen:
+    seen, rows = set(), set()
+    for cand in policy.propose(24):  # built: the first of each sketch, and of several rows
+        several = max((v for k, v in cand.decisions.items() if k.startswith("rows:")),
+                      default=1)
+        if cand.sketch in seen and (several == 1 or max(rows, default=1) > 1):
             continue
         seen.add(cand.sketch)
+        rows.add(several)
         s, args = make_schedule(workload, cand.steps)
         out = np.zeros_like(expected)
         build(s, args, POCL)(*inputs, out)
         np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4,
                                    err_msg=cand.sketch_name)
     assert len(seen) == len(sketches)
+    assert max(rows) > 1  # several outputs per block (threadIdx.y) were among them
