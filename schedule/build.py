@@ -230,7 +230,7 @@ def compile_source(source: str, flags: Sequence[str],
         src = Path(tmp) / "kernel.c"
         src.write_text(source)
         out = Path(tmp) / "kernel.so"
-        _run_compiler([cc, *all_flags, str(src), "-o", str(out), "-lm"], timeout)
+        run_compiler([cc, *all_flags, str(src), "-o", str(out), "-lm"], timeout)
         os.replace(out, library)
     return library, time.perf_counter() - start
 
@@ -307,24 +307,28 @@ def compile_library(sources: Sequence[str], flags: Sequence[str],
         def compile_one(i: int) -> Path:
             src, obj = Path(tmp) / f"k{i}.c", Path(tmp) / f"k{i}.o"
             src.write_text(sources[i])
-            _run_compiler([cc, *object_flags, "-c", str(src), "-o", str(obj)], timeout)
+            run_compiler([cc, *object_flags, "-c", str(src), "-o", str(obj)], timeout)
             return obj
 
         with ThreadPoolExecutor(max_workers=os.cpu_count() or 1) as pool:
             objects = list(pool.map(compile_one, range(len(sources))))
         out = Path(tmp) / "lib.so"
-        _run_compiler([cc, *all_flags, *map(str, objects), "-o", str(out), "-lm"], timeout)
+        run_compiler([cc, *all_flags, *map(str, objects), "-o", str(out), "-lm"], timeout)
         os.replace(out, library)
     return library, time.perf_counter() - start
 
 
-def _run_compiler(command: list[str], timeout: float | None) -> None:
+def run_compiler(command: list[str], timeout: float | None,
+                 language: str = "C") -> subprocess.CompletedProcess[str]:
+    """Run a compiler; ``CompileTimeout`` past ``timeout``, ``BuildError`` with the end of
+    its messages when it fails. Returns the finished process (its messages included)."""
     try:
         proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
-        raise CompileTimeout(f"C compilation took longer than {timeout} s") from None
+        raise CompileTimeout(f"{language} compilation took longer than {timeout} s") from None
     if proc.returncode != 0:
-        raise BuildError(f"C compilation failed:\n{proc.stderr[-4000:]}")
+        raise BuildError(f"{language} compilation failed:\n{proc.stderr[-4000:]}")
+    return proc
 
 
 def build(s: Schedule, args: Sequence[Tensor], target: str | Target = "cpu",

@@ -29,14 +29,12 @@ from .loop_ir import (
     Allocate,
     Buffer,
     For,
-    IfThenElse,
     LoweredFunc,
-    Stmt,
-    StmtVisitor,
     Store,
     VStore,
 )
 from .schedule import ScheduleError
+from .source_printer import SourcePrinter
 from .vectorize import (
     Broadcast,
     Lanes,
@@ -131,42 +129,25 @@ _SCALAR_MATH = {
 }
 
 
-class CCodegen(StmtVisitor):
+class CCodegen(SourcePrinter):
     """Prints one lowered function; statements are emitted by the ``visit_*`` methods as
     lines at the current ``indent``."""
 
     def __init__(self, func: LoweredFunc, vector_bytes: int, threads: int,
                  x86_vnni: bool = False):
+        super().__init__(_RESERVED)
         self.func = func
         self.vector_bytes = vector_bytes
         self.threads = threads
         self.x86_vnni = x86_vnni
         self.uses_dot = False
-        self.names: dict[int, str] = {}
-        self.used_names: set[str] = set()
         self.types: dict[str, str] = {}  # vector dtype -> typedef line
         self.helpers: dict[str, str] = {}
         self.promoted: dict[Buffer, int] = {}
         self.in_parallel = False
         self.uses_math = False
-        self.lines: list[str] = []
-        self.indent = 1
 
     # ------------------------------------------------------------------ names
-    def name(self, obj: Var | Buffer, hint: str) -> str:
-        key = id(obj)
-        if key not in self.names:
-            base = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in hint) or "v"
-            if base[0].isdigit() or base in _RESERVED or base.startswith("tt_"):
-                base = f"v_{base}"
-            name, n = base, 1
-            while name in self.used_names:
-                name = f"{base}_{n}"
-                n += 1
-            self.used_names.add(name)
-            self.names[key] = name
-        return self.names[key]
-
     def vtype(self, dtype: str) -> str:
         base, lanes = split_vector_dtype(dtype)
         if lanes == 1:
@@ -356,16 +337,6 @@ class CCodegen(StmtVisitor):
         return self.name(buf, buf.name)
 
     # ------------------------------------------------------------------ statements
-    def emit(self, text: str, depth: int = 0) -> None:
-        """A line at the current indent (``depth`` levels further in)."""
-        self.lines.append(f"{'  ' * (self.indent + depth)}{text}")
-
-    def nested(self, s: Stmt, depth: int = 1) -> None:
-        """The lines of ``s``, ``depth`` levels further in."""
-        self.indent += depth
-        self.visit(s)
-        self.indent -= depth
-
     def visit_store(self, s: Store) -> None:
         buf = s.buffer
         if buf in self.promoted:
@@ -382,14 +353,6 @@ class CCodegen(StmtVisitor):
         value = self.expr(s.value)
         self.emit(f"{{ {vt} v_ = {value}; "
                   f"memcpy(&{self.buf_name(s.buffer)}[{self.expr(s.base)}], &v_, sizeof v_); }}")
-
-    def visit_if(self, s: IfThenElse) -> None:
-        self.emit(f"if ({self.expr(s.cond)}) {{")
-        self.nested(s.then_body)
-        if s.else_body is not None:
-            self.emit("} else {")
-            self.nested(s.else_body)
-        self.emit("}")
 
     def visit_for(self, s: For) -> None:
         var = self.name(s.var, s.var.name)

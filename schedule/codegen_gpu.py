@@ -36,15 +36,12 @@ from .gpu_lower import GpuProgram, Kernel
 from .loop_ir import (
     Allocate,
     Barrier,
-    Buffer,
     For,
-    IfThenElse,
-    Stmt,
-    StmtVisitor,
     Store,
     UnrolledSize,
 )
 from .schedule import ScheduleError
+from .source_printer import SourcePrinter
 
 _MATH = ("exp", "log", "sqrt", "tanh", "erf", "floor", "ceil", "pow")
 _VECTOR_LANES = (2, 4)
@@ -119,16 +116,14 @@ OPENCL = Dialect(
 DIALECTS = {"cuda": CUDA, "opencl": OPENCL}
 
 
-class GpuCodegen(StmtVisitor):
+class GpuCodegen(SourcePrinter):
     """Prints the kernels of one program in one dialect."""
 
     def __init__(self, program: GpuProgram, dialect: Dialect):
+        super().__init__(_GPU_RESERVED)
         self.program = program
         self.d = dialect
         self.helpers: dict[str, str] = {}
-        self.names: dict[int, str] = {}
-        self.lines: list[str] = []
-        self.indent = 1
         self.unroll_budget = 0  # from the enclosing auto_unroll_max_step pragma
         self.sizes = UnrolledSize()
 
@@ -137,19 +132,6 @@ class GpuCodegen(StmtVisitor):
         if dtype == "float16":
             raise ScheduleError("GPU code generation does not support float16 yet")
         return self.d.types[dtype]
-
-    def name(self, obj: Var | Buffer, hint: str) -> str:
-        key = id(obj)
-        if key not in self.names:
-            base = "".join(ch if ch.isalnum() or ch == "_" else "_" for ch in hint) or "v"
-            if base[0].isdigit() or base in _GPU_RESERVED or base.startswith("tt_"):
-                base = f"v_{base}"
-            taken = set(self.names.values())
-            name, n = base, 1
-            while name in taken:
-                name, n = f"{base}_{n}", n + 1
-            self.names[key] = name
-        return self.names[key]
 
     # ------------------------------------------------------------------ expressions
     def expr(self, e: Expr) -> str:
@@ -229,25 +211,9 @@ class GpuCodegen(StmtVisitor):
         raise ScheduleError(f"GPU code generation: unsupported function {e.name}")
 
     # ------------------------------------------------------------------ statements
-    def emit(self, text: str) -> None:
-        self.lines.append(f"{'  ' * self.indent}{text}")
-
-    def nested(self, s: Stmt) -> None:
-        self.indent += 1
-        self.visit(s)
-        self.indent -= 1
-
     def visit_store(self, s: Store) -> None:
         self.emit(f"{self.name(s.buffer, s.buffer.name)}[{self.expr(s.indices[0])}] = "
                   f"{self.expr(s.value)};")
-
-    def visit_if(self, s: IfThenElse) -> None:
-        self.emit(f"if ({self.expr(s.cond)}) {{")
-        self.nested(s.then_body)
-        if s.else_body is not None:
-            self.emit("} else {")
-            self.nested(s.else_body)
-        self.emit("}")
 
     def visit_for(self, s: For) -> None:
         if s.kind not in (For.SERIAL, For.UNROLLED, For.VECTORIZED):

@@ -15,7 +15,6 @@ from __future__ import annotations
 import functools
 import re
 import shutil
-import subprocess
 import tempfile
 import time
 from collections.abc import Sequence
@@ -26,13 +25,13 @@ from typing import Any
 import numpy as np
 
 from . import dtype as dt
-from .build import ArgSpec, ArrayKernel, BuildError, CompileTimeout, KernelSignature
+from .build import ArgSpec, ArrayKernel, BuildError, KernelSignature, run_compiler
 from .codegen_gpu import generate_gpu
 from .gpu_lower import GpuProgram, lower_gpu
 from .loop_ir import LoweredFunc
 from .lower import lower
 from .schedule import Schedule
-from .target import Target
+from .target import Target, opencl_device_name
 from .tensor import Tensor
 
 
@@ -123,8 +122,6 @@ def opencl_queue(device: str) -> tuple[Any, Any]:
         import pyopencl as cl
     except ImportError as err:
         raise RuntimeError(f"the opencl target needs pyopencl: {err}") from None
-    from .target import opencl_device_name
-
     try:
         platforms = cl.get_platforms()
     except cl.Error as err:
@@ -272,14 +269,8 @@ def compile_cuda(source: str, arch: str, timeout: float | None = 120) -> CudaBin
     with tempfile.TemporaryDirectory(prefix="tt-cuda-") as tmp:
         src, out = Path(tmp) / "kernel.cu", Path(tmp) / "kernel.cubin"
         src.write_text(source)
-        command = [nvcc, "-cubin", f"-arch={arch}", "-O3", "-Xptxas", "-v", str(src),
-                   "-o", str(out)]
-        try:
-            proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
-        except subprocess.TimeoutExpired:
-            raise CompileTimeout(f"nvcc took longer than {timeout} s") from None
-        if proc.returncode != 0:
-            raise BuildError(f"CUDA compilation failed:\n{proc.stderr[-4000:]}")
+        proc = run_compiler([nvcc, "-cubin", f"-arch={arch}", "-O3", "-Xptxas", "-v",
+                             str(src), "-o", str(out)], timeout, "CUDA")
         cubin = out.read_bytes()
     return CudaBinary(cubin, _ptxas_resources(proc.stderr), time.perf_counter() - start)
 

@@ -27,6 +27,7 @@ The result is a :class:`GpuProgram` that ``codegen_gpu`` prints as CUDA or OpenC
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -66,6 +67,8 @@ THREAD_TAGS = ("threadIdx.x", "threadIdx.y", "threadIdx.z")
 VIRTUAL_TAGS = ("vthread", "cthread")
 # CUDA's grid limits per dimension (x, y, z); OpenCL devices allow at least as much.
 MAX_GRID = (2**31 - 1, 65535, 65535)
+# Virtual threads are unrolled copies of the code: more than this is a code-size bomb.
+MAX_VIRTUAL_THREADS = 64
 # Per-thread arrays larger than this would live in slow local memory at best.
 MAX_LOCAL_BYTES = 64 * 1024
 
@@ -130,6 +133,13 @@ def _kernel(nest: Stmt, name: str, globals_: list[Buffer], target: Target) -> Ke
         raise ScheduleError(f"{_first_output(nest)} is not bound to GPU threads: bind its "
                             "outer loops to blockIdx.* and threadIdx.* (a GPU target runs "
                             "nothing on the host)")
+    grid = tuple(launch.get(tag, 1) for tag in BLOCK_TAGS)
+    block = tuple(launch.get(tag, 1) for tag in THREAD_TAGS)
+    # before anything is rewritten for them: the tree reductions are as wide as the block
+    if math.prod(block) > target.max_threads_per_block:
+        raise ScheduleError(f"{name} needs {math.prod(block)} threads per block "
+                            f"({' x '.join(map(str, block))}); the target allows "
+                            f"{target.max_threads_per_block}")
     nest = _CrossThreadReductions().visit(nest)
     _RaceCheck().visit(nest)
     nest = _InjectVirtualThreads().visit(nest)
@@ -141,8 +151,6 @@ def _kernel(nest: Stmt, name: str, globals_: list[Buffer], target: Target) -> Ke
     nest = _place_barriers(nest, fences.fills, in_loop=False)
     index_vars = {v: tag for tag, v in indices.items()}
     _DivergenceCheck({v for v, tag in index_vars.items() if tag in THREAD_TAGS}).visit(nest)
-    grid = tuple(launch.get(tag, 1) for tag in BLOCK_TAGS)
-    block = tuple(launch.get(tag, 1) for tag in THREAD_TAGS)
     used = _Buffers()
     used.visit(nest)
     kernel = Kernel(name, grid, block, [b for b in globals_ if b in used.buffers],
@@ -173,6 +181,10 @@ def _launch_extents(s: Stmt) -> dict[str, int]:
                     raise ScheduleError(f"loop {loop.var.name} is bound to {tag} inside "
                                         f"another loop bound to {tag}")
                 launch[tag] = max(launch.get(tag, 1), int(loop.extent.value))
+                if tag in VIRTUAL_TAGS and launch[tag] > MAX_VIRTUAL_THREADS:
+                    raise ScheduleError(f"loop {loop.var.name} has {launch[tag]} virtual "
+                                        f"threads; at most {MAX_VIRTUAL_THREADS} (each is a "
+                                        "copy of the code)")
             elif loop.kind == For.PARALLEL:
                 raise ScheduleError(f"loop {loop.var.name} is parallel, a cpu annotation: "
                                     "on a GPU bind it to blockIdx.* or threadIdx.* instead")
@@ -283,11 +295,6 @@ class _Buffers(StmtVisitor):
 
 
 def _check_limits(kernel: Kernel, local: list[Buffer], target: Target) -> None:
-    threads = kernel.threads_per_block
-    if threads > target.max_threads_per_block:
-        raise ScheduleError(f"{kernel.name} needs {threads} threads per block "
-                            f"({' x '.join(map(str, kernel.block))}); the target allows "
-                            f"{target.max_threads_per_block}")
     if kernel.shared_bytes > target.shared_memory_bytes:
         names = ", ".join(f"{b.name} {b.nbytes} B" for b in kernel.shared)
         raise ScheduleError(f"{kernel.name} needs {kernel.shared_bytes} bytes of shared memory "

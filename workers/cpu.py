@@ -46,7 +46,13 @@ from .baselines import BASELINES, peak_source
 from .device import BuildResult, Device, register_device
 from .interference import Window, noise
 from .measure import ErrorKind, MeasureInput, MeasureResult, MeasureSettings, Provenance
-from .reference import REFERENCE_JOB, ReferenceOutputs, compare_outputs
+from .reference import (
+    REFERENCE_JOB,
+    ReferenceOutputs,
+    compare_outputs,
+    kernel_arrays,
+    output_bytes,
+)
 from .sandbox import Sandbox, SandboxError
 
 # ISAs a host can run, by the host's own ISA (weakest first).
@@ -72,15 +78,12 @@ def time_kernel(started: Callable[[], None], job: dict[str, Any]) -> tuple[Any, 
     (``interference``); with ``check`` also return its outputs."""
     signature = KernelSignature.from_json(job["signature"])
     mod = load_module(job["library"], signature)
-    inputs = iter(Workload.from_json(job["workload"]).random_inputs(job["seed"]))
-    arrays = [np.zeros(arg.shape, np.dtype(arg.dtype)) if arg.is_output else next(inputs)
-              for arg in signature.args]
+    arrays = kernel_arrays(signature, job["workload"], job["seed"])
     started()
     outputs: list[bytes] = []
     if job["check"]:
         mod(*arrays)
-        outputs = [a.tobytes() for a, arg in zip(arrays, signature.args, strict=True)
-                   if arg.is_output]
+        outputs = output_bytes(arrays, signature)
     window = Window.start()
     costs = mod.time(*arrays, number=job["number"], repeat=job["repeat"],
                      min_repeat_ms=job["min_repeat_ms"], flush_bytes=job["flush_bytes"])

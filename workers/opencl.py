@@ -23,8 +23,6 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import Any
 
-import numpy as np
-
 from schedule import (
     BuildError,
     KernelSignature,
@@ -33,7 +31,6 @@ from schedule import (
     ScheduleError,
     Target,
     TensorExprError,
-    Workload,
     gpu_source,
     make_schedule,
     opencl_device_name,
@@ -41,7 +38,7 @@ from schedule import (
 
 from .device import BuildResult, Device, register_device
 from .measure import ErrorKind, MeasureInput, MeasureResult, MeasureSettings, Provenance
-from .reference import ReferenceOutputs, compare_outputs
+from .reference import ReferenceOutputs, compare_outputs, kernel_arrays, output_bytes
 from .sandbox import Sandbox, SandboxError
 
 COMPILER = "tensortune-gpu-codegen (OpenCL C; compiled by the device's driver)"
@@ -69,15 +66,12 @@ def run_program(started: Callable[[], None], job: dict[str, Any]) -> tuple[Any, 
     except BuildError as err:
         started()
         return {"compile_error": str(err)}, []
-    inputs = iter(Workload.from_json(job["workload"]).random_inputs(job["seed"]))
-    arrays = [np.zeros(arg.shape, np.dtype(arg.dtype)) if arg.is_output else next(inputs)
-              for arg in signature.args]
+    arrays = kernel_arrays(signature, job["workload"], job["seed"])
     started()
     outputs: list[bytes] = []
     if job["check"]:
         mod(*arrays)
-        outputs = [a.tobytes() for a, arg in zip(arrays, signature.args, strict=True)
-                   if arg.is_output]
+        outputs = output_bytes(arrays, signature)
     costs = mod.time(*arrays, number=job["number"], repeat=job["repeat"],
                      min_repeat_ms=job["min_repeat_ms"])
     return {"costs": costs, "compile_s": mod.build_seconds}, outputs

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from schedule import Workload
+from schedule import KernelSignature, Workload
 
 from .measure import MeasureSettings
 from .sandbox import Sandbox
@@ -34,6 +34,20 @@ def reference_outputs(started: Callable[[], None],
     started()
     outputs = [np.ascontiguousarray(out) for out in workload.reference(inputs)]
     return [[str(out.dtype), list(out.shape)] for out in outputs], [o.tobytes() for o in outputs]
+
+
+def kernel_arrays(signature: KernelSignature, workload: dict[str, Any],
+                  seed: int) -> list[np.ndarray]:
+    """A kernel's arguments in its signature's order: the workload's inputs of ``seed`` and
+    zeroed outputs."""
+    inputs = iter(Workload.from_json(workload).random_inputs(seed))
+    return [np.zeros(arg.shape, np.dtype(arg.dtype)) if arg.is_output else next(inputs)
+            for arg in signature.args]
+
+
+def output_bytes(arrays: list[np.ndarray], signature: KernelSignature) -> list[bytes]:
+    """The bytes of a kernel's outputs among its arguments (what ``compare_outputs`` takes)."""
+    return [a.tobytes() for a, arg in zip(arrays, signature.args, strict=True) if arg.is_output]
 
 
 def compare_outputs(blobs: list[bytes], reference: list[np.ndarray]) -> str:

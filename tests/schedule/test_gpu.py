@@ -332,3 +332,42 @@ def test_opencl_targets_parse_and_check_their_options() -> None:
         Target.parse("opencl -device=Po;CL")
     with pytest.raises(ValueError, match="registers-per-thread=8: must be in 16..255"):
         Target.parse("cuda -arch=sm_90 -registers-per-thread=8")
+
+
+def test_bad_input_to_the_gpu_entry_points_is_one_clear_error() -> None:
+    A = te.placeholder((8,), "float32", name="A")
+    B = te.compute((8,), lambda i: A[i] + 1.0, name="B")
+    s = fallback_gpu_schedule(B)
+    with pytest.raises(ValueError, match="is not a GPU target"):
+        gpu_source(s, [A, B], "cpu")
+    with pytest.raises(ValueError, match="running them needs a GPU device"):
+        build(s, [A, B], "cuda -arch=sm_80")
+    wide = te.compute((1000,), lambda i: A[0] * 2.0, name="W")
+    s3 = te.create_schedule(wide)
+    s3[wide].bind(s3[wide].op.axis[0], "vthread")
+    with pytest.raises(ScheduleError, match="1000 virtual threads; at most 64"):
+        gpu_source(s3, [A, wide], POCL)
+
+
+@needs_pocl
+def test_an_opencl_module_refuses_wrong_arrays_and_unknown_devices() -> None:
+    A = te.placeholder((8,), "float32", name="A")
+    B = te.compute((8,), lambda i: A[i] + 1.0, name="B")
+    s = fallback_gpu_schedule(B)
+    mod = build(s, [A, B], POCL)
+    with pytest.raises(TypeError, match="takes 2 arrays"):
+        mod(np.zeros(8, "float32"))
+    with pytest.raises(TypeError, match="must have dtype float32"):
+        mod(np.zeros(8, "float64"), np.zeros(8, "float32"))
+    with pytest.raises(ValueError, match="must have shape \\[8\\]"):
+        mod(np.zeros(8, "float32"), np.zeros(4, "float32"))
+    with pytest.raises(RuntimeError, match="no OpenCL platform for device 'nvidia'"):
+        build(s, [A, B], "opencl -device=nvidia")
+
+
+@needs_nvcc
+def test_cuda_source_nvcc_rejects_is_a_build_error() -> None:
+    from schedule import BuildError
+
+    with pytest.raises(BuildError, match="CUDA compilation failed"):
+        compile_cuda('extern "C" __global__ void broken( {', "sm_80")
