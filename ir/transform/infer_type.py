@@ -115,7 +115,7 @@ def infer_expr(expr: Expr, mod: Module | None = None) -> Type:
         raise TypeError(f"infer_expr takes an expression, got {expr!r}")
     base = mod.copy() if mod is not None else Module()
     name, i = "main", 0
-    while name in base.functions:
+    while name in base:
         i += 1
         name = f"main{i}"
     base.add(name, Function(free_vars(expr), expr))

@@ -113,6 +113,44 @@ def _naive_pool_nchw(x, kind, size, strides, pads, ceil_mode=False, include_pad=
     return out
 
 
+def _naive_pool_grad_nchw(g, x, kind, size, strides, pads):
+    """The adjoint of a pool: each window's gradient to its first largest element (max) or
+    shared by the window's input elements (avg, padding not counted)."""
+    n, c, h, w = x.shape
+    (r, s), (sh, sw), (pt, pl, _, _) = size, strides, pads
+    out = np.zeros(x.shape)
+    for b, k, y, z in itertools.product(range(n), range(c), *map(range, g.shape[2:])):
+        cells = [(y * sh + ry - pt, z * sw + rx - pl)
+                 for ry, rx in itertools.product(range(r), range(s))]
+        cells = [(yy, zz) for yy, zz in cells if 0 <= yy < h and 0 <= zz < w]
+        if kind == "max":
+            best = max(cells, key=lambda cell: (x[b, k, cell[0], cell[1]],
+                                                -cells.index(cell)))
+            out[b, k, best[0], best[1]] += g[b, k, y, z]
+        else:
+            for yy, zz in cells:
+                out[b, k, yy, zz] += g[b, k, y, z] / len(cells)
+    return out
+
+
+def _naive_conv_weight_grad(g, x, size, strides, pads):
+    o, (r, s), (sh, sw), (pt, pl, _, _) = g.shape[1], size, strides, pads
+    out = np.zeros((o, x.shape[1], r, s))
+    for b, k, y, z in itertools.product(*map(range, g.shape)):
+        for i, ry, rx in itertools.product(range(x.shape[1]), range(r), range(s)):
+            yy, zz = y * sh + ry - pt, z * sw + rx - pl
+            if 0 <= yy < x.shape[2] and 0 <= zz < x.shape[3]:
+                out[k, i, ry, rx] += g[b, k, y, z] * x[b, i, yy, zz]
+    return out
+
+
+def _naive_take_grad(g, indices, shape):
+    out = np.zeros(shape)
+    for j, i in itertools.product(range(shape[0]), range(indices.size)):
+        out[j, min(max(int(indices.flat[i]), 0), shape[1] - 1)] += g[j].flat[i]
+    return out
+
+
 def _softmax_ref(x, axis):
     e = np.exp(x - x.max(axis=axis, keepdims=True))
     return e / e.sum(axis=axis, keepdims=True)
@@ -137,6 +175,10 @@ X4 = rand(2, 3, 4, 5)
 I32 = rand(3, 4, dtype="int32")
 W_CONV = rand(6, 1, 3, 3)
 W_CONV_T = rand(4, 3, 3, 2)
+G_POOL = rand(2, 3, 2, 3)  # a 3x3 stride-2 pool's output over X4, padding 1
+G_CONV = rand(2, 6, 2, 2)  # a 3x2 stride-2 conv's output over X4, padding (1, 0, 1, 0)
+TAKE_INDICES = np.array([[3, 0, 3], [1, 5, -2]], "int32")
+G_TAKE = rand(3, 2, 3)
 X4_8, W_PACK, W_DEPTHWISE = rand(1, 8, 5, 6), rand(6, 8, 3, 3), rand(8, 1, 3, 3)
 BN_PARAMS = [rand(3), rand(3), rand(3), positive(3)]
 
@@ -267,6 +309,19 @@ EXTRA_CASES = [
      _pack(_naive_pool_nchw(X4_8, "max", (2, 2), (1, 1), (1, 1, 1, 1)), 4)),
     ("nn.global_avg_pool2d", [_pack(X4_8, 2)], {"layout": "NCHW2c"},
      _pack(X4_8.mean(axis=(2, 3), keepdims=True), 2)),
+    # the adjoints gradients use (ir.op.grad_ops)
+    ("nn.max_pool2d_grad", [G_POOL, X4], {"pool_size": 3, "strides": 2, "padding": 1},
+     _naive_pool_grad_nchw(G_POOL, X4, "max", (3, 3), (2, 2), (1, 1, 1, 1))),
+    ("nn.avg_pool2d_grad", [G_POOL, X4], {"pool_size": 3, "strides": 2, "padding": 1},
+     _naive_pool_grad_nchw(G_POOL, X4, "avg", (3, 3), (2, 2), (1, 1, 1, 1))),
+    ("nn.conv2d_backward_weight", [G_CONV, X4], {"strides": 2, "padding": (1, 0, 1, 0),
+                                                 "kernel_size": (3, 2)},
+     _naive_conv_weight_grad(G_CONV, X4, (3, 2), (2, 2), (1, 0, 1, 0))),
+    ("take_grad", [G_TAKE, TAKE_INDICES], {"shape": (3, 4), "axis": 1},
+     _naive_take_grad(G_TAKE, TAKE_INDICES, (3, 4))),
+    ("strided_slice_grad", [A34[:, 1::2]], {"shape": (3, 4), "begin": (1,), "end": (4,),
+                                            "strides": (2,), "axes": (1,)},
+     np.stack([np.zeros(3), A34[:, 1], np.zeros(3), A34[:, 3]], axis=1)),
 ]
 
 
