@@ -10,11 +10,11 @@
   levels as TVM's): ``FoldConstant()`` (2), ``DeadCodeElimination()`` (1),
   ``EliminateCommonSubexpr()`` (3), ``SimplifyInference()`` (0), ``FoldScaleAxis()`` (3),
   ``CombineParallelConv2D()`` (4), ``ConvertLayout()`` (3); ``_util`` holds what they share.
-- ``ad``: automatic differentiation, ``gradient(func, mode="higher_order"|"first_order")``
-  and the per-operator rules.
+- ``ad``: automatic differentiation, ``gradient(func, mode="higher_order"|"first_order")``,
+  forward mode ``jvp(func)``, and the per-operator rules.
 """
 
-from .ad import gradient
+from .ad import gradient, jvp
 from .combine_parallel_conv2d import CombineParallelConv2D
 from .convert_layout import ConvertLayout
 from .dead_code import DeadCodeElimination
@@ -44,5 +44,5 @@ def InferType() -> Pass:
 __all__ = ["CombineParallelConv2D", "ConvertLayout", "DeadCodeElimination",
            "EliminateCommonSubexpr", "FoldConstant", "FoldScaleAxis", "FunctionPass",
            "InferType", "ModulePass", "Pass", "PassContext", "PassMeaningError", "Sequential",
-           "SimplifyInference", "ToANormalForm", "ToGraphNormalForm", "function_pass", "gradient",
-           "infer_expr", "infer_type", "module_pass"]
+           "SimplifyInference", "ToANormalForm", "ToGraphNormalForm", "function_pass",
+           "gradient", "infer_expr", "infer_type", "jvp", "module_pass"]

@@ -12,16 +12,24 @@ module whose ``@main`` is the gradient.
   closures, ``let``, ``if``, ``match`` over ADTs, tuples, references and recursion through
   globals — carrying each tensor with a reference to its adjoint and a chain of
   backpropagator closures (the IR's paper).
-- ``rules``: the per-operator reverse-mode rules (``register_gradient``).
+- ``jvp(func, mod=None)`` (``forward``): forward mode with dual numbers over the whole
+  language, ``fn(params..., tangents...) -> (value, J @ tangents)``.
+- ``rules`` / ``tangents``: the per-operator reverse- and forward-mode rules
+  (``register_gradient``, ``register_tangent``); ``lifting``: the rewrite both
+  whole-language modes share.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ...expr import Function
 from ...module import Module
 from .first_order import first_order_gradient
+from .forward import forward_mode
 from .higher_order import higher_order_gradient
 from .rules import GradCall, GradientError, gradient_rule, has_gradient, register_gradient
+from .tangents import TangentCall, has_tangent, register_tangent, tangent_rule
 
 MODES = ("higher_order", "first_order")
 
@@ -33,18 +41,32 @@ def gradient(func: Function | Module, mod: Module | None = None,
     ``mod`` as ``@<name>_grad``."""
     if mode not in MODES:
         raise ValueError(f"gradient: unknown mode {mode!r} (one of {', '.join(MODES)})")
+    return _apply(func, mod, first_order_gradient if mode == "first_order"
+                  else higher_order_gradient)
+
+
+def jvp(func: Function | Module, mod: Module | None = None) -> Function | Module:
+    """Forward mode: ``fn(params..., tangents...) -> (value, J @ tangents)`` (see the module
+    docstring); lifted globals are added to ``mod`` as ``@<name>_jvp``."""
+    return _apply(func, mod, forward_mode)
+
+
+def _apply(func: Function | Module, mod: Module | None,
+           transform: Callable[[Function, Module | None], Function]) -> Function | Module:
+    """``transform`` of a Function, or of a Module's ``@main`` (a new module, ``@main``
+    replaced, the helpers added)."""
     if isinstance(func, Module):
         if "main" not in func:
-            raise GradientError("gradient: the module has no @main function")
+            raise GradientError("the module has no @main function")
         out = func.copy()
-        out.add("main", gradient(func["main"], out, mode), update=True)
+        out.add("main", transform(func["main"], out), update=True)
         return out
     if not isinstance(func, Function):
-        raise TypeError(f"gradient takes a Function or a Module, got {type(func).__name__}")
-    if mode == "first_order":
-        return first_order_gradient(func, mod)
-    return higher_order_gradient(func, mod)
+        raise TypeError(f"expected a Function or a Module, got {type(func).__name__}")
+    return transform(func, mod)
 
 
-__all__ = ["MODES", "GradCall", "GradientError", "first_order_gradient", "gradient",
-           "gradient_rule", "has_gradient", "higher_order_gradient", "register_gradient"]
+__all__ = ["MODES", "GradCall", "GradientError", "TangentCall", "first_order_gradient",
+           "forward_mode", "gradient", "gradient_rule", "has_gradient", "has_tangent",
+           "higher_order_gradient", "jvp", "register_gradient", "register_tangent",
+           "tangent_rule"]

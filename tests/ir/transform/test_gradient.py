@@ -1,7 +1,8 @@
 """The gradient pass on whole programs: an MLP and a small CNN against PyTorch autograd (both
 modes), a recursive RNN over a list, closures, ``if``, references and the prelude's
 higher-order functions (higher-order mode) against PyTorch or finite differences,
-gradients of gradients, and the gradient functions run by the compiled paths (graph
+gradients of gradients, forward mode (``jvp``) on the same programs against the reverse
+mode (``grad . u == J u``), and the gradient functions run by the compiled paths (graph
 executor, VM)."""
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ import pytest
 
 import ir
 from ir.op import nn
-from ir.transform import gradient
+from ir.transform import gradient, jvp
 from ir.transform.ad import GradientError
 
 torch = pytest.importorskip("torch")
@@ -76,8 +77,8 @@ def test_mlp_against_pytorch():
     check_against(mlp_function(labels), torch_mlp(labels), mlp_inputs(rng))
 
 
-def test_small_cnn_against_pytorch():
-    rng = np.random.default_rng(1)
+def cnn_function() -> ir.Function:
+    """conv-bias-relu-maxpool, strided conv-relu, global pooling, dense, log-softmax."""
     x, w1, b1 = tvar("x", 2, 3, 8, 8), tvar("w1", 4, 3, 3, 3), tvar("b1", 4)
     w2, wd = tvar("w2", 6, 4, 3, 3), tvar("wd", 5, 6)
     y = nn.relu(nn.bias_add(nn.conv2d(x, w1, padding=(1, 1)), b1))
@@ -85,7 +86,15 @@ def test_small_cnn_against_pytorch():
     y = nn.relu(nn.conv2d(y, w2, strides=(2, 2), padding=(1, 1)))
     y = ir.op.reshape(nn.global_avg_pool2d(y), newshape=(2, 6))
     out = ir.op.sum(nn.log_softmax(nn.dense(y, wd)), axis=(1,))
-    f = ir.Function([x, w1, b1, w2, wd], out)
+    return ir.Function([x, w1, b1, w2, wd], out)
+
+
+def cnn_inputs(rng) -> list[np.ndarray]:
+    return [rng.standard_normal(s) for s in [(2, 3, 8, 8), (4, 3, 3, 3), (4,), (6, 4, 3, 3),
+                                             (5, 6)]]
+
+
+def test_small_cnn_against_pytorch():
     F = torch.nn.functional
 
     def run(x, w1, b1, w2, wd):
@@ -93,9 +102,7 @@ def test_small_cnn_against_pytorch():
         y = F.relu(F.conv2d(y, w2, stride=2, padding=1)).mean((2, 3))
         return F.log_softmax(y @ wd.T, dim=1).sum(1)
 
-    inputs = [rng.standard_normal(s) for s in [(2, 3, 8, 8), (4, 3, 3, 3), (4,), (6, 4, 3, 3),
-                                               (5, 6)]]
-    check_against(f, run, inputs)
+    check_against(cnn_function(), run, cnn_inputs(np.random.default_rng(1)))
 
 
 # --------------------------------------------------- higher-order: ADTs, recursion, closures
@@ -301,3 +308,45 @@ def test_higher_order_rnn_gradient_on_the_vm():
     np.testing.assert_allclose(value, want_value, rtol=1e-5)
     for got, exp in zip(grads, want, strict=True):
         np.testing.assert_allclose(got, exp, rtol=1e-4, atol=1e-6)
+
+
+# ------------------------------------------------------------------------- forward mode
+
+def assert_forward_matches_reverse(f: ir.Function | ir.Module, inputs: list[np.ndarray],
+                                   seed: int = 0) -> None:
+    """``J u`` from forward mode equals ``grad . u`` from reverse mode (scalar results)."""
+    rng = np.random.default_rng(seed)
+    u = [rng.standard_normal(x.shape) for x in inputs]
+    value, tangent = ir.evaluate(jvp(f), *inputs, *u)
+    _, grads = ir.evaluate(gradient(f), *inputs)
+    np.testing.assert_allclose(value, ir.evaluate(f, *inputs), rtol=1e-12)
+    want = sum(float(np.sum(g * d)) for g, d in zip(grads, u, strict=True))
+    np.testing.assert_allclose(float(tangent), want, rtol=1e-9)
+
+
+def test_forward_mode_through_recursion_over_a_list():
+    rng = np.random.default_rng(7)
+    shapes = [(1, 4)] * 3 + [(1, 5), (5, 4), (5, 5)]
+    mod = rnn_module(3)
+    assert_forward_matches_reverse(mod, [rng.standard_normal(s) for s in shapes])
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0], ids=["then", "else"])
+def test_forward_mode_through_closures_if_and_references(sign):
+    rng = np.random.default_rng(8)
+    f = closures_and_branches()
+    x, y = tvar("x", 3), tvar("y", 3)
+    total = ir.Function([x, y], ir.op.sum(ir.Call(f, [x, y])))
+    assert_forward_matches_reverse(total, [sign * rng.uniform(0.5, 1.5, 3),
+                                           rng.standard_normal(3)])
+
+
+def test_forward_mode_of_the_mlp_and_cnn_losses():
+    rng = np.random.default_rng(9)
+    labels = np.eye(3)[rng.integers(0, 3, 8)]
+    assert_forward_matches_reverse(mlp_function(labels), mlp_inputs(rng))
+    x = tvar("x", 2, 3, 8, 8)
+    cnn = cnn_function()
+    rest = [tvar(p.name_hint, *p.type_annotation.shape) for p in cnn.params[1:]]
+    total = ir.Function([x, *rest], ir.op.sum(ir.Call(cnn, [x, *rest])))
+    assert_forward_matches_reverse(total, cnn_inputs(rng))

@@ -2,7 +2,9 @@
 ``sum(op(inputs) * R)`` for a fixed random ``R`` (per field for tuple outputs), its
 gradient is taken by the first-order pass (and for a sample of operators by the
 higher-order pass too), and each float input's gradient is compared element by element
-with ``(loss(x + h) - loss(x - h)) / 2h``."""
+with ``(loss(x + h) - loss(x - h)) / 2h``. Every operator's forward-mode (tangent) rule:
+``J u`` from ``jvp`` against the directional difference ``(op(x + h u) - op(x - h u)) / 2h``,
+and ``R . (J u)`` against the reverse mode's ``(R J) . u``."""
 
 from __future__ import annotations
 
@@ -13,8 +15,8 @@ import pytest
 
 import ir
 from ir.op import nn
-from ir.transform import gradient
-from ir.transform.ad import GradientError, has_gradient
+from ir.transform import gradient, jvp
+from ir.transform.ad import GradientError, has_gradient, has_tangent
 
 F64 = "float64"
 RNG = np.random.default_rng(7)
@@ -179,6 +181,32 @@ def test_gradient_matches_finite_differences(name, build, inputs):
                                        err_msg=f"{name} ({mode}): input {i}")
 
 
+def _flat(value) -> np.ndarray:
+    fields = value if isinstance(value, tuple) else (value,)
+    return np.concatenate([np.ravel(np.asarray(f, np.float64)) for f in fields])
+
+
+@pytest.mark.parametrize("name,build,inputs", CASES, ids=[c[0] for c in CASES])
+def test_tangent_matches_directional_differences_and_reverse_mode(name, build, inputs):
+    rng = np.random.default_rng(11)
+    params = [ir.var(f"x{i}", shape=x.shape, dtype=F64) for i, x in enumerate(inputs)]
+    f = ir.Function(params, build(*params))
+    u = [rng.standard_normal(x.shape) for x in inputs]
+    value, tangent = ir.evaluate(jvp(f), *inputs, *u)
+    np.testing.assert_allclose(_flat(value), _flat(ir.evaluate(f, *inputs)), rtol=1e-12)
+    h = 1e-2 if name == "cast" else 1e-6
+    up = ir.evaluate(f, *[x + h * d for x, d in zip(inputs, u, strict=True)])
+    down = ir.evaluate(f, *[x - h * d for x, d in zip(inputs, u, strict=True)])
+    np.testing.assert_allclose(_flat(tangent), (_flat(up) - _flat(down)) / (2 * h),
+                               rtol=1e-5, atol=1e-6, err_msg=name)
+    loss = loss_function(build, inputs)
+    _, loss_tangent = ir.evaluate(jvp(loss), *inputs, *u)
+    _, grads = ir.evaluate(gradient(loss, mode="first_order"), *inputs)
+    reverse = sum(float(np.sum(g * d)) for g, d in zip(grads, u, strict=True))
+    exact = 1e-6 if name == "cast" else 1e-9  # cast: the tangent passes through float32
+    np.testing.assert_allclose(float(loss_tangent), reverse, rtol=exact, atol=1e-12)
+
+
 def test_every_differentiable_operator_has_a_rule():
     """The operators of models and of the issue's list all have a rule; those without one
     (their gradient ops, packed convolutions) are reported by name."""
@@ -188,6 +216,8 @@ def test_every_differentiable_operator_has_a_rule():
     assert without == ["nn.avg_pool2d_grad", "nn.conv2d_backward_weight", "nn.conv2d_nchwc",
                        "nn.conv2d_transpose", "nn.depthwise_conv2d_nchwc",
                        "nn.max_pool2d_grad", "strided_slice_grad", "take_grad"]
+    assert [n for n in builtin if not has_tangent(n)] == [
+        "nn.conv2d_nchwc", "nn.depthwise_conv2d_nchwc"]
     x = ir.var("x", shape=(1, 2, 3, 3), dtype=F64)
     w = ir.var("w", shape=(2, 1, 2, 2), dtype=F64)
     f = ir.Function([x, w], nn.conv2d_transpose(x, w))
