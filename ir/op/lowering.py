@@ -143,6 +143,17 @@ def full(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
                       lambda *idx: te.cast(out_type.dtype, fill[()]), name="T_full")
 
 
+def constant_fill(value: int) -> Callable[[Sequence[Any], Attrs, Type], Any]:
+    """The lowering of ``zeros`` / ``ones``: a tensor of ``value`` (no inputs)."""
+    def lower(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
+        _, te = _lib()
+        fill = te.const(value, out_type.dtype)
+        return te.compute(_static_shape("zeros" if value == 0 else "ones", out_type),
+                          lambda *idx: fill, name="T_zeros" if value == 0 else "T_ones")
+
+    return lower
+
+
 def conv2d_transpose(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
     from . import relations as rel
 

@@ -526,7 +526,8 @@ for _name, _doc in (("zeros", "A tensor of zeros"), ("ones", "A tensor of ones")
         name=_name, num_inputs=0,
         attrs_schema={"shape": (tuple, None), "dtype": (str, "float32")},
         type_relation=_creation_relation(_name), pattern=OpPattern.ELEMWISE,
-        compute=_creation_compute(_name), doc=f"{_doc} of ``shape`` and ``dtype``."))
+        compute=_creation_compute(_name), lowering=low.constant_fill(int(_name == "ones")),
+        doc=f"{_doc} of ``shape`` and ``dtype``."))
 
 register_op(OpDef(
     name="full", num_inputs=1, attrs_schema={"shape": (tuple, None), "dtype": (str, "")},

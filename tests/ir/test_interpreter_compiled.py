@@ -101,6 +101,8 @@ CASES: dict[str, tuple[list[tuple[int, ...]], Callable[..., ir.Expr], float, boo
     "prod": ([(3, 4)], lambda a: ir.op.prod(a, axis=(1,)), 1e-5, False),
     "broadcast_to": ([(3, 1)], lambda a: ir.op.broadcast_to(a, shape=(2, 3, 4)), 0, False),
     "full": ([()], lambda a: ir.op.full(a, shape=(2, 3)), 0, False),
+    "zeros": ([], lambda: ir.op.zeros(shape=(2, 3)), 0, False),
+    "ones": ([], lambda: ir.op.ones(shape=(3,), dtype="int32"), 0, False),
     "nn.softmax": ([(3, 5)], lambda a: ir.op.nn.softmax(a), 1e-5, False),
     "nn.log_softmax": ([(3, 5)], lambda a: ir.op.nn.log_softmax(a), 1e-5, False),
     "nn.layer_norm": ([(3, 6), (6,), (6,)],
