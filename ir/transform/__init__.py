@@ -12,6 +12,8 @@
   ``CombineParallelConv2D()`` (4), ``ConvertLayout()`` (3); ``_util`` holds what they share.
 - ``ad``: automatic differentiation, ``gradient(func, mode="higher_order"|"first_order")``,
   forward mode ``jvp(func)``, and the per-operator rules.
+- ``partial_eval``: ``PartialEvaluate()`` (3) / ``partial_evaluate(module)``: evaluates
+  what is statically known, residualises the rest.
 """
 
 from .ad import gradient, jvp
@@ -23,6 +25,7 @@ from .fold_constant import FoldConstant
 from .fold_scale_axis import FoldScaleAxis
 from .infer_type import infer_expr, infer_type
 from .normal_form import ToANormalForm, ToGraphNormalForm
+from .partial_eval import PartialEvaluate, partial_evaluate
 from .pass_infra import (
     FunctionPass,
     ModulePass,
@@ -43,6 +46,7 @@ def InferType() -> Pass:
 
 __all__ = ["CombineParallelConv2D", "ConvertLayout", "DeadCodeElimination",
            "EliminateCommonSubexpr", "FoldConstant", "FoldScaleAxis", "FunctionPass",
-           "InferType", "ModulePass", "Pass", "PassContext", "PassMeaningError", "Sequential",
-           "SimplifyInference", "ToANormalForm", "ToGraphNormalForm", "function_pass",
-           "gradient", "infer_expr", "infer_type", "jvp", "module_pass"]
+           "InferType", "ModulePass", "PartialEvaluate", "Pass", "PassContext",
+           "PassMeaningError", "Sequential", "SimplifyInference", "ToANormalForm",
+           "ToGraphNormalForm", "function_pass", "gradient", "infer_expr", "infer_type", "jvp",
+           "module_pass", "partial_evaluate"]
