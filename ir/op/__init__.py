@@ -2,7 +2,8 @@
 ``sum``...) and ``nn``. ``ir.op.<name>(...)`` / ``ir.op.nn.<name>(...)`` build calls of
 registered operators (generated from the registry: see ``_make``); ``transform`` registers
 the shape-manipulation and creation operators (also without a namespace); ``packed`` the
-operators over packed-channel layouts (``layout_transform``, ``nn.conv2d_nchwc``...); ``grad_ops``
+operators over packed-channel layouts (``layout_transform``, ``nn.conv2d_nchwc``...); ``qnn``
+the quantization operators (``qnn.quantize``, ``qnn.requantize``...); ``grad_ops``
 the operators only gradients use (``nn.max_pool2d_grad``, ``take_grad``...); ``relations``
 holds the type-relation helpers operator definitions share (broadcasting, reductions,
 windows, layouts); ``lowering`` the lowerings to the op library's tensor expressions.
@@ -13,17 +14,17 @@ A new namespace is a module here that registers its operators and sets
 
 from __future__ import annotations
 
-from . import grad_ops, lowering, nn, packed, relations, tensor, transform
+from . import grad_ops, lowering, nn, packed, qnn, relations, tensor, transform
 from ._make import make_call, namespace_getattr, namespace_ops, op_builder
 
 __getattr__ = namespace_getattr("")
 
 
 def __dir__() -> list[str]:
-    return sorted({*namespace_ops(""), "grad_ops", "lowering", "nn", "packed", "relations",
-                   "tensor", "transform", "make_call", "namespace_getattr", "namespace_ops",
-                   "op_builder"})
+    return sorted({*namespace_ops(""), "grad_ops", "lowering", "nn", "packed", "qnn",
+                   "relations", "tensor", "transform", "make_call", "namespace_getattr",
+                   "namespace_ops", "op_builder"})
 
 
 __all__ = ["grad_ops", "lowering", "make_call", "namespace_getattr", "namespace_ops", "nn",
-           "op_builder", "packed", "relations", "tensor", "transform"]
+           "op_builder", "packed", "qnn", "relations", "tensor", "transform"]

@@ -61,7 +61,7 @@ def _dense_relation(types: Sequence[Type], attrs: Attrs) -> Type:
     if data.ndim < 1 or weight.ndim != 2:
         raise IRTypeError(f"nn.dense: input {format_shape(data.shape)} must have rank >= 1 "
                           f"and weight {format_shape(weight.shape)} rank 2")
-    rel.same_dtype("nn.dense", [data, weight])
+    rel.product_dtypes("nn.dense", data, weight, attrs.out_dtype)
     k_data, k_weight = data.shape[-1], weight.shape[1]
     if k_data != k_weight and Any not in (k_data, k_weight):
         raise IRTypeError(f"nn.dense: input {format_shape(data.shape)} and weight "
@@ -186,7 +186,7 @@ def _conv2d_geometry(types: Sequence[Type], attrs: Attrs) -> tuple:
         raise IRTypeError(f"{op}: input {format_shape(data.shape)} and weight "
                           f"{format_shape(weight.shape)} must have rank 4 "
                           f"({attrs.data_layout} and {attrs.kernel_layout})")
-    rel.same_dtype(op, [data, weight])
+    rel.product_dtypes(op, data, weight, attrs.out_dtype)
     n, c, h, w = (data.shape[dl[x]] for x in "NCHW")
     o, i, r, s = (weight.shape[kl[x]] for x in "OIHW")
     strides = rel.pair(op, attrs.strides, "strides")

@@ -32,6 +32,15 @@ def same_dtype(op_name: str, types: Sequence[TensorType]) -> str:
     return types[0].dtype
 
 
+def product_dtypes(op_name: str, data: TensorType, weight: TensorType, out_dtype: str) -> None:
+    """The inputs of a product (dense, conv2d) share a dtype, except 8-bit quantized
+    ones: uint8 data times int8 weights (the dot-product instructions' pairing) when an
+    ``out_dtype`` to accumulate in is given."""
+    if out_dtype and (data.dtype, weight.dtype) == ("uint8", "int8"):
+        return
+    same_dtype(op_name, [data, weight])
+
+
 def broadcast_dim(x: Dim, y: Dim) -> Dim | None:
     """The broadcast of two dimensions, or None when they cannot broadcast. 1 gives way to
     anything; ``Any`` gives way to anything but 1 (it must be 1 or the other at run time);
@@ -288,5 +297,6 @@ def sym_size(shape: Sequence[Dim]) -> tuple[int, Counter, bool]:
 __all__ = ["SymDim", "broadcast_dim", "broadcast_relation", "broadcast_shapes",
            "check_dtype", "dims_agree", "expect_dtype_kind", "expect_float", "expect_tensor",
            "identity_relation", "int_tuple", "is_static", "layout_axes", "merge_dim",
-           "normalize_axes", "normalize_axis", "padding2d", "pair", "reduce_axes",
-           "reduce_relation", "same_dtype", "shape_attr", "sym_size", "window_out_dim"]
+           "normalize_axes", "normalize_axis", "padding2d", "pair", "product_dtypes",
+           "reduce_axes", "reduce_relation", "same_dtype", "shape_attr", "sym_size",
+           "window_out_dim"]
