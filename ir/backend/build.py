@@ -53,9 +53,42 @@ def optimize(module: Module, opt_level: int = 3, target: Any = None) -> Module:
     if lanes is not None:
         passes.append(ConvertLayout({"nn.conv2d": (f"NCHW{lanes}c", "default")}))
     passes += [FoldConstant(), EliminateCommonSubexpr(), DeadCodeElimination()]
-    passes += [FuseOps(), InferType()]
+    passes += [InlineExternal(), FuseOps(), InferType()]
     with PassContext(opt_level=opt_level):
         return Sequential(passes, "Optimize")(module)
+
+
+def InlineExternal() -> Any:
+    """Calls of partitioned global functions (``Compiler`` attribute) become calls of the
+    functions themselves, which fusion keeps whole (they are ``Primitive``) and the
+    executors hand to their codegens."""
+    from ..expr import GlobalVar
+    from ..transform.pass_infra import module_pass
+    from ..visitor import ExprMutator
+
+    class Inline(ExprMutator):
+        def __init__(self, module: Module):
+            super().__init__()
+            self.module = module
+
+        def visit_call(self, e: Call) -> Any:
+            call = super().visit_call(e)
+            if isinstance(e.op, GlobalVar) and self.module[e.op].attrs.get("Compiler"):
+                return Call(self.module[e.op], call.args, call.attrs, span=call.span)
+            return call
+
+    def run(module: Module, ctx: Any) -> Module:
+        if not any(f.attrs.get("Compiler") for f in module.functions.values()):
+            return module
+        out = module.copy()
+        for gv, func in module.functions.items():
+            if not func.attrs.get("Compiler"):
+                out.add(gv, Function(func.params, Inline(module).visit(func.body),
+                                     func.ret_type, func.type_params, func.attrs),
+                        update=True)
+        return out
+
+    return module_pass("InlineExternal", 0)(run)
 
 
 def _float32_lanes(target: Any) -> int | None:
@@ -104,10 +137,13 @@ def _primitive_calls(module: Module) -> list[Function]:
 def extract_tasks(module: Module, target: Any = "cpu", opt_level: int = 3) -> list[Task]:
     """The model's tuning tasks after the build pipeline: one per distinct fused workload,
     weighted by its number of occurrences, in order of first occurrence. Fused functions
-    without a lowering are not tasks (they run on numpy)."""
+    without a lowering are not tasks (they run on numpy), nor are partitioned functions
+    (their external codegen runs them)."""
     fused = optimize(module, opt_level, target)
     tasks: dict[str, Task] = {}
     for func in _primitive_calls(fused):
+        if func.attrs.get("Compiler"):
+            continue
         lowered = lower_primitive(func)
         if lowered.workload is None:
             continue
@@ -194,6 +230,12 @@ def build(module: Module, target: Any = "cpu", schedules: Schedules = None,
     python_kernels: dict[int, Callable[..., Any]] = {}
     nodes: list[dict[str, Any]] = []
     for func, inputs, outs in plan.calls:
+        if func.attrs.get("Compiler"):
+            index = len(python_kernels)
+            python_kernels[index] = _external_kernel(func, inputs)
+            nodes.append({"python": index, "name": str(func.attrs.get("global_symbol")),
+                          "inputs": [i for g in inputs for i in g], "outputs": outs})
+            continue
         lowered = lower_primitive(func)
         if lowered.workload is None:
             index = len(python_kernels)
@@ -298,6 +340,17 @@ def _output_names(main: Function, count: int) -> list[str]:
     if names is not None and len(names) == count:
         return [str(n) for n in names]
     return ["out"] if count == 1 else [f"out_{i}" for i in range(count)]
+
+
+def _external_kernel(func: Function, inputs: list[list[int]]) -> Callable[..., Any]:
+    """A partitioned function, run by its external codegen's module."""
+    from .external import external_function
+
+    module = external_function(func)
+    if any(len(g) != 1 for g in inputs):
+        raise GraphBuildError(f"{func.attrs.get('global_symbol')}: an external function "
+                              "takes tensors")
+    return module
 
 
 def _numpy_kernel(func: Function, inputs: list[list[int]]) -> Callable[..., Any]:

@@ -227,6 +227,19 @@ def _jit_function(func: Function) -> Callable[[list, tuple], object]:
     return run
 
 
+def _external(func: Function) -> Callable[[list, tuple], object]:
+    """A partitioned function, run by its external codegen's module."""
+    from .external import external_function
+
+    module = external_function(func)
+
+    def run(regs: list, operands: tuple) -> object:
+        out = module(*[regs[a] for a in operands])
+        return tuple(np.require(o, requirements=("C", "W")) for o in out) \
+            if type(out) is tuple else np.require(out, requirements=("C", "W"))
+    return run
+
+
 def _is_scalar(t: Type | None) -> bool:
     return isinstance(t, TensorType) and t.ndim == 0
 
@@ -297,6 +310,8 @@ def _build_kernels(program: Program, target: Any, schedules: Schedules,
     reasons = [_no_kernel(low) for low in lowered]
     kernel_set = KernelSet(target, schedules, default_schedule, prefix="vm")
     for low, reason, scalar in zip(lowered, reasons, scalars, strict=True):
+        if low.function.attrs.get("Compiler"):
+            continue
         if scalar is not None:
             kernel_set.count_numpy(low.name, "0-d tensors only")
         elif reason:
@@ -310,6 +325,9 @@ def _build_kernels(program: Program, target: Any, schedules: Schedules,
     kernels: dict[str, Callable[[list, tuple], object]] = {}
     packed: list[_Packed] = []
     for low, reason, scalar in zip(lowered, reasons, scalars, strict=True):
+        if low.function.attrs.get("Compiler"):
+            packed.append(_Packed(_external(low.function), None))
+            continue
         if scalar is not None:
             packed.append(_Packed(scalar, None, scalar=True))
             continue

@@ -3,7 +3,8 @@
 registered operators (generated from the registry: see ``_make``); ``transform`` registers
 the shape-manipulation and creation operators (also without a namespace); ``packed`` the
 operators over packed-channel layouts (``layout_transform``, ``nn.conv2d_nchwc``...); ``qnn``
-the quantization operators (``qnn.quantize``, ``qnn.requantize``...); ``grad_ops``
+the quantization operators (``qnn.quantize``, ``qnn.requantize``...); ``annotation`` the
+region markers of external codegens; ``grad_ops``
 the operators only gradients use (``nn.max_pool2d_grad``, ``take_grad``...); ``relations``
 holds the type-relation helpers operator definitions share (broadcasting, reductions,
 windows, layouts); ``lowering`` the lowerings to the op library's tensor expressions.
@@ -14,17 +15,18 @@ A new namespace is a module here that registers its operators and sets
 
 from __future__ import annotations
 
-from . import grad_ops, lowering, nn, packed, qnn, relations, tensor, transform
+from . import annotation, grad_ops, lowering, nn, packed, qnn, relations, tensor, transform
 from ._make import make_call, namespace_getattr, namespace_ops, op_builder
 
 __getattr__ = namespace_getattr("")
 
 
 def __dir__() -> list[str]:
-    return sorted({*namespace_ops(""), "grad_ops", "lowering", "nn", "packed", "qnn",
+    return sorted({*namespace_ops(""), "annotation", "grad_ops", "lowering", "nn", "packed", "qnn",
                    "relations", "tensor", "transform", "make_call", "namespace_getattr",
                    "namespace_ops", "op_builder"})
 
 
-__all__ = ["grad_ops", "lowering", "make_call", "namespace_getattr", "namespace_ops", "nn",
-           "op_builder", "packed", "qnn", "relations", "tensor", "transform"]
+__all__ = ["annotation", "grad_ops", "lowering", "make_call", "namespace_getattr",
+           "namespace_ops", "nn", "op_builder", "packed", "qnn", "relations", "tensor",
+           "transform"]

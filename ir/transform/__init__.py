@@ -14,6 +14,8 @@
   forward mode ``jvp(func)``, and the per-operator rules.
 - ``partial_eval``: ``PartialEvaluate()`` (3) / ``partial_evaluate(module)``: evaluates
   what is statically known, residualises the rest.
+- ``partition``: ``AnnotateTarget``, ``MergeCompilerRegions``, ``PartitionGraph`` (bring
+  your own codegen: regions an external codegen runs become functions it compiles).
 """
 
 from .ad import gradient, jvp
@@ -26,6 +28,7 @@ from .fold_scale_axis import FoldScaleAxis
 from .infer_type import infer_expr, infer_type
 from .normal_form import ToANormalForm, ToGraphNormalForm
 from .partial_eval import PartialEvaluate, partial_evaluate
+from .partition import AnnotateTarget, MergeCompilerRegions, PartitionGraph, partition_for
 from .pass_infra import (
     FunctionPass,
     ModulePass,
@@ -44,9 +47,10 @@ def InferType() -> Pass:
     return ModulePass(lambda module, ctx: infer_type(module), "InferType", 0)
 
 
-__all__ = ["CombineParallelConv2D", "ConvertLayout", "DeadCodeElimination",
+__all__ = ["AnnotateTarget", "CombineParallelConv2D", "ConvertLayout", "DeadCodeElimination",
            "EliminateCommonSubexpr", "FoldConstant", "FoldScaleAxis", "FunctionPass",
-           "InferType", "ModulePass", "PartialEvaluate", "Pass", "PassContext",
-           "PassMeaningError", "Sequential", "SimplifyInference", "ToANormalForm",
-           "ToGraphNormalForm", "function_pass", "gradient", "infer_expr", "infer_type", "jvp",
-           "module_pass", "partial_evaluate"]
+           "InferType", "MergeCompilerRegions", "ModulePass", "PartialEvaluate",
+           "PartitionGraph", "Pass", "PassContext", "PassMeaningError", "Sequential",
+           "SimplifyInference", "ToANormalForm", "ToGraphNormalForm", "function_pass",
+           "gradient", "infer_expr", "infer_type", "jvp", "module_pass", "partial_evaluate",
+           "partition_for"]

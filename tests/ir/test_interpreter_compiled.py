@@ -136,6 +136,15 @@ OTHER_CASES: dict[str, tuple[list[tuple[tuple[int, ...], str]], Callable[..., ir
     "softmax over axis 0": ([((3, 5), F32)], lambda a: ir.op.nn.softmax(a, axis=0)),
     "log_softmax over axis 1 of 3": ([((2, 3, 4), F32)],
                                      lambda a: ir.op.nn.log_softmax(a, axis=1)),
+    # quantization (round half up and clips, bit for bit)
+    "qnn.simulated_quantize": ([((3, 4), F32)],
+                               lambda a: ir.op.qnn.simulated_quantize(a, scale=0.01)),
+    "qnn.quantize": ([((3, 4), F32)], lambda a: ir.op.qnn.quantize(a, scale=0.004)),
+    "qnn.dequantize": ([((3, 4), "int32")], lambda a: ir.op.qnn.dequantize(a, scale=0.5)),
+    "qnn.requantize": ([((3, 4), "int32")], lambda a: ir.op.qnn.requantize(
+        a, multiplier=1518500250, shift=36, out_dtype="int8")),
+    "qnn.requantize_per_channel": ([((3, 4), "int32")], lambda a: ir.op.qnn.requantize_per_channel(
+        a, ir.const(np.array([3, 7, 1], "int64")), shift=4, axis=0, out_dtype="int32")),
 }
 
 
@@ -143,7 +152,8 @@ def _other_case(label: str) -> tuple[list[ir.Var], ir.Expr, list[np.ndarray]]:
     inputs, make = OTHER_CASES[label]
     rng = np.random.default_rng(3)
     params = [ir.var(f"x{i}", shape=s, dtype=t) for i, (s, t) in enumerate(inputs)]
-    args = [rng.random(s) > 0.5 if t == "bool" else _rand(s, seed=i)
+    args = [rng.random(s) > 0.5 if t == "bool" else
+            rng.integers(-3000, 3000, s).astype(t) if t.startswith("int") else _rand(s, seed=i)
             for i, (s, t) in enumerate(inputs)]
     return params, make(*params), args
 

@@ -312,6 +312,20 @@ def _no_gradient(c: GradCall) -> list:
     return [None] * len(c.inputs)
 
 
+@register_gradient("annotation.compiler_begin", "annotation.compiler_end",
+                   "qnn.simulated_quantize")
+def _straight_through(c: GradCall) -> list:
+    # annotations are the identity; simulated quantization passes the adjoint straight
+    # through (the straight-through estimator of quantization-aware training)
+    return [c.grad]
+
+
+@register_gradient("qnn.quantize", "qnn.dequantize", "qnn.requantize",
+                   "qnn.requantize_per_channel")
+def _integer(c: GradCall) -> list:
+    return [None] * len(c.inputs)
+
+
 @register_gradient("cast")
 def _cast(c: GradCall) -> list:
     t = c.input_type(0)

@@ -103,7 +103,8 @@ def has_tangent(name: str) -> bool:
 _LINEAR = ("add", "subtract", "negative", "reshape", "squeeze", "expand_dims", "transpose",
            "broadcast_to", "sum", "mean", "concatenate", "split", "strided_slice", "take",
            "nn.avg_pool2d", "nn.global_avg_pool2d", "layout_transform", "nn.bias_add",
-           "nn.dropout", "cast", "nn.avg_pool2d_grad", "strided_slice_grad", "take_grad")
+           "nn.dropout", "cast", "nn.avg_pool2d_grad", "strided_slice_grad", "take_grad",
+           "annotation.compiler_begin", "annotation.compiler_end")
 register_tangent(*_LINEAR)(TangentCall.linear)
 register_tangent("multiply", "nn.dense", "nn.matmul", "nn.batch_matmul", "nn.conv2d",
                  "nn.conv2d_transpose", "nn.conv2d_backward_weight")(TangentCall.product)
@@ -111,9 +112,15 @@ register_tangent("multiply", "nn.dense", "nn.matmul", "nn.batch_matmul", "nn.con
 
 @register_tangent("floor", "ceil", "equal", "not_equal", "less", "less_equal", "greater",
                   "greater_equal", "logical_and", "logical_or", "logical_xor", "logical_not",
-                  "argmax", "argmin", "zeros", "ones")
+                  "argmax", "argmin", "zeros", "ones", "qnn.quantize", "qnn.dequantize",
+                  "qnn.requantize", "qnn.requantize_per_channel")
 def _zero(c: TangentCall) -> None:
     return None
+
+
+@register_tangent("qnn.simulated_quantize")
+def _straight_through(c: TangentCall) -> Expr:
+    return c.tangents[0]  # the straight-through estimator, as the reverse rule
 
 
 @register_tangent("full")
