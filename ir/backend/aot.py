@@ -16,6 +16,10 @@ and the kernels are hidden symbols of the library. The library's C interface, th
 ``AotModel`` that calls it and the artefact format are in ``aot_runtime`` (numpy and
 ctypes only), which also gives ``load``.
 
+A partitioned function (``Compiler`` attribute: an external codegen's region) is called
+through a function pointer the ``AotModel`` sets when it loads the library: the codegen's
+module, run on views of the buffers (such a model does not export: its codegen runs it).
+
 Refused (``AotCompileError``, a ``GraphBuildError``): fused functions without a compiled
 kernel (those the graph executor runs on numpy) — AOT code has no Python to run them on;
 and, as by the graph executor, anything that is not a static dataflow graph.
@@ -69,17 +73,30 @@ def compile_plan(main: Function, plan: GraphPlan, target: Any, schedules: Schedu
     ``plan`` (the VM compiles its static functions this way too)."""
     from schedule import compile_source
 
-    lowered = [lower_primitive(func) for func, _, _ in plan.calls]
+    from .external import external_function
+
+    external = [func for func, _, _ in plan.calls if func.attrs.get("Compiler")]
+    lowered = [None if func.attrs.get("Compiler") else lower_primitive(func)
+               for func, _, _ in plan.calls]
     refused = [f"{lw.name} ({', '.join(operator_names(lw.function))}: {lw.reason})"
-               for lw in lowered if lw.workload is None]
+               for lw in lowered if lw is not None and lw.workload is None]
     if refused:
         raise AotCompileError("AOT compilation needs a compiled kernel for every fused "
                               "function; these have none (the graph executor, ir.build, "
                               f"runs them on numpy): {'; '.join(refused)}")
     kernels = KernelSet(target, schedules, default_schedule)
-    calls = [(kernels.entry(lw), [*(inputs[p][0] for p in lw.param_order), *outs], lw.name)
-             for lw, (_, inputs, outs) in zip(lowered, plan.calls, strict=True)]
-    source, storage_bytes = _translation_unit(plan, kernels.sources, calls)
+    calls, externals = [], []
+    for lw, (func, inputs, outs) in zip(lowered, plan.calls, strict=True):
+        if lw is None:
+            args = [*(g[0] for g in inputs), *outs]
+            calls.append((f"tt_ext{len(externals)}", args, str(func.attrs["global_symbol"])))
+            externals.append((external_function(func), [plan.entries[i] for i in args],
+                              len(inputs)))
+        else:
+            calls.append((kernels.entry(lw), [*(inputs[p][0] for p in lw.param_order), *outs],
+                          lw.name))
+    del external
+    source, storage_bytes = _translation_unit(plan, kernels.sources, calls, len(externals))
     library, _ = compile_source(source, target.compiler_flags())
 
     def spec(i: int, name: str) -> dict[str, Any]:
@@ -94,8 +111,14 @@ def compile_plan(main: Function, plan: GraphPlan, target: Any, schedules: Schedu
             "output_structure": plan.output_structure,
             "params": [spec(params[n], n) for n in plan.params],
             "calls": [name for _, _, name in calls],
-            "target": str(target), "storage_bytes": storage_bytes}
-    return AotModel(library, meta, plan.params, source, kernels.reports)
+            "target": str(target), "storage_bytes": storage_bytes,
+            "externals": [{"symbol": name, "args": [[e["shape"], e["dtype"]] for e in specs],
+                           "inputs": n_in}
+                          for (_, specs, n_in), (_, _, name) in zip(
+                              externals, [c for c in calls if c[0].startswith("tt_ext")],
+                              strict=True)]}
+    return AotModel(library, meta, plan.params, source, kernels.reports,
+                    externals=[module for module, _, _ in externals])
 
 
 def _renamed(source: str, suffix: str) -> str:
@@ -107,7 +130,8 @@ def _renamed(source: str, suffix: str) -> str:
 
 
 def _translation_unit(plan: GraphPlan, sources: list[str],
-                      calls: list[tuple[str, list[int], str]]) -> tuple[str, int]:
+                      calls: list[tuple[str, list[int], str]], n_external: int = 0
+                      ) -> tuple[str, int]:
     """The C source of the whole model, and the bytes of its static storage."""
     outputs: dict[int, int] = {}  # a computed output's entry -> its (first) output index
     for j, i in enumerate(plan.outputs):
@@ -149,6 +173,10 @@ def _translation_unit(plan: GraphPlan, sources: list[str],
     lines += ["#pragma GCC visibility pop", ""]
     lines += [f"static uint8_t tt_storage{sid}[{size}] __attribute__((aligned({ALIGNMENT})));"
               for sid, size in sorted(storages.items())]
+    lines += [f"static int (*tt_external[{max(n_external, 1)}])(void** args);",
+              "int tt_set_external(int k, void* fn) {",
+              f"  if (k < 0 || k >= {n_external}) return -1;",
+              "  tt_external[k] = (int (*)(void**))fn;", "  return 0;", "}", ""]
     lines += [f"static void* tt_params[{max(n_params, 1)}];",
               f"static int tt_ready = {int(n_params == 0)};", "",
               f"int tt_num_inputs(void) {{ return {len(plan.inputs)}; }}",
@@ -159,6 +187,12 @@ def _translation_unit(plan: GraphPlan, sources: list[str],
               "  tt_ready = 1;", "  return 0;", "}", "",
               "int tt_run(void** inputs, void** outputs) {", "  if (!tt_ready) return -1;"]
     for k, (entry, args, name) in enumerate(calls):
+        if entry.startswith("tt_ext"):  # an external codegen's region: a call back
+            index = int(entry[len("tt_ext"):])
+            lines += [f"  {{ void* a[] = {{{', '.join(map(pointer, args))}}};  /* {name} */",
+                      f"    if (!tt_external[{index}] || tt_external[{index}](a) != 0) "
+                      f"return {k + 1}; }}"]
+            continue
         lines.append(f"  if ({entry}({', '.join(map(pointer, args))}) != 0) return {k + 1};"
                      f"  /* {name} */")
     for j, i in enumerate(plan.outputs):

@@ -62,7 +62,7 @@ class AotModel:
 
     def __init__(self, library: str | os.PathLike, meta: dict[str, Any],
                  params: dict[str, np.ndarray], source: str = "",
-                 tasks: Sequence[Any] = ()):
+                 tasks: Sequence[Any] = (), externals: Sequence[Any] = ()):
         if meta.get("version") != AOT_VERSION:
             raise ValueError(f"AOT model version {meta.get('version')!r} is not {AOT_VERSION}")
         self.library = Path(library)
@@ -91,6 +91,18 @@ class AotModel:
         pointers = (ctypes.c_void_p * len(self._params))(*[p.ctypes.data for p in self._params])
         self._lib.tt_set_params.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
         self._lib.tt_set_params(pointers)
+        specs = meta.get("externals", [])
+        if len(externals) != len(specs):
+            raise ValueError(f"the model calls {len(specs)} external functions "
+                             f"({', '.join(e['symbol'] for e in specs)}); "
+                             f"{len(externals)} given")
+        self._external_errors: list[BaseException] = []
+        self._externals = [_callback(module, spec, self._external_errors)
+                           for module, spec in zip(externals, specs, strict=True)]
+        # (kept alive: the library holds their addresses)
+        self._lib.tt_set_external.argtypes = [ctypes.c_int, ctypes.c_void_p]
+        for k, callback in enumerate(self._externals):
+            self._lib.tt_set_external(k, ctypes.cast(callback, ctypes.c_void_p))
 
     def pointer_entry(self, argtype: Any = ctypes.c_void_p) -> Any:
         """The library's ``tt_call(input0, ..., output0, ...)`` (``int``, 0 on success) for
@@ -146,6 +158,11 @@ class AotModel:
             code = self._run(self._input_pointers, self._output_pointers)
         if code < 0:
             raise RuntimeError("the library's parameters are not set")
+        if code > 0 and self._external_errors:
+            error = self._external_errors.pop()
+            self._external_errors.clear()
+            raise RuntimeError(f"external function {self.meta['calls'][code - 1]} failed: "
+                               f"{error}") from error
         if code > 0:
             raise MemoryError(f"call {code - 1} ({self.meta['calls'][code - 1]}) could not "
                               "allocate a buffer")
@@ -154,6 +171,10 @@ class AotModel:
     def export(self, path: str | os.PathLike) -> Path:
         """Write the artefact directory (see the module docstring); it loads with
         ``aot_runtime.load(path)`` where only numpy is installed."""
+        if self.meta.get("externals"):
+            raise ValueError("a model with external codegen regions does not export: its "
+                             "codegens run them ("
+                             f"{', '.join(e['symbol'] for e in self.meta['externals'])})")
         path = Path(path)
         path.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(self.library, path / "model.so")
@@ -168,6 +189,38 @@ class AotModel:
     def __repr__(self) -> str:
         return (f"AotModel(inputs={self.input_names}, outputs={self.output_names}, "
                 f"calls={len(self.meta['calls'])})")
+
+
+_EXTERNAL = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.POINTER(ctypes.c_void_p))
+
+
+def _callback(module: Any, spec: dict[str, Any], errors: list[BaseException]) -> Any:
+    """A C function pointer running ``module`` (an external region) on the buffers the
+    library passes: inputs then outputs, viewed as numpy arrays; the result copied into
+    the outputs. Returns 0, or 1 when the module failed (its exception kept in
+    ``errors``; the model's call then fails)."""
+    shapes = [(tuple(shape), np.dtype(dtype)) for shape, dtype in spec["args"]]
+    n_in = spec["inputs"]
+
+    def view(address: int, shape: tuple, dtype: np.dtype) -> np.ndarray:
+        size = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        buffer = (ctypes.c_char * max(size, 1)).from_address(address)
+        return np.frombuffer(buffer, dtype, count=int(np.prod(shape, dtype=np.int64))
+                             ).reshape(shape)
+
+    def run(args: Any) -> int:
+        try:
+            arrays = [view(args[i], s, d) for i, (s, d) in enumerate(shapes)]
+            result = module(*arrays[:n_in])
+            results = result if isinstance(result, tuple) else (result,)
+            for out, value in zip(arrays[n_in:], results, strict=True):
+                out[...] = value
+            return 0
+        except Exception as exc:  # it cannot cross C: kept, and the call fails
+            errors.append(exc)
+            return 1
+
+    return _EXTERNAL(run)
 
 
 def _address(a: np.ndarray) -> int:

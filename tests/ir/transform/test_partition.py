@@ -119,3 +119,37 @@ def test_a_registered_codegen_is_called_at_run_time():
 def test_unknown_codegen_is_reported():
     with pytest.raises(KeyError, match="no external codegen named 'cudnn'"):
         AnnotateTarget(["cudnn"])
+
+
+def test_aot_model_calls_external_regions_and_refuses_to_export(tmp_path):
+    mod = resnet_basic_block()
+    partitioned = partition_for(mod, ["blas"])
+    model = ir.aot_compile(partitioned, target="cpu")
+    assert model.meta["externals"] and "tt_external" in model.source
+    x = RNG.standard_normal((1, 8, 8, 8)).astype(F32)
+    np.testing.assert_allclose(model(x), ir.evaluate(mod, x), rtol=1e-4, atol=1e-5)
+    with pytest.raises(ValueError, match="does not export"):
+        model.export(tmp_path / "model")
+
+
+def test_an_external_failure_is_reported_by_the_aot_model():
+    class Failing(_Counting):
+        name = "test_failing"
+
+        def compile(self, func, symbol):
+            class Module(ExternalModule):
+                def __call__(self, *args):
+                    raise ValueError("the device is gone")
+
+                def describe(self) -> str:
+                    return symbol
+
+            return Module()
+
+    register_codegen(Failing(), override=True)
+    x = ir.var("x", shape=(2, 3))
+    mod = ir.Module({"main": ir.Function([x], ir.op.exp(ir.op.tanh(x)))})
+    model = ir.aot_compile(partition_for(mod, ["test_failing"]), target="cpu")
+    with pytest.raises(RuntimeError, match="external function test_failing_0 failed: the "
+                                           "device is gone"):
+        model(np.ones((2, 3), F32))
