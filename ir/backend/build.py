@@ -33,6 +33,7 @@ from ..transform import (
     SimplifyInference,
 )
 from ..transform.fuse_ops import FuseOps
+from ..transform.pack_int8 import PackInt8Convolutions
 from ..visitor import ExprVisitor
 from .graph_executor import GraphBuildError, GraphPlan, MemoryPlan, plan_graph, plan_memory
 from .lower import LoweredFunction, lower_primitive, operator_names
@@ -47,10 +48,12 @@ Schedules = Mapping[str, Any] | Callable[[Any], Any] | None
 def optimize(module: Module, opt_level: int = 3, target: Any = None) -> Module:
     """The optimisation and fusion pipeline shared by task extraction and build. For a CPU
     ``target`` the convolutions run on channels packed in blocks of its float32 vector
-    lanes (``ConvertLayout`` to ``NCHW<lanes>c``)."""
+    lanes (``ConvertLayout`` to ``NCHW<lanes>c``), and quantized ones on the 8-bit dot
+    product's layouts (``PackInt8Convolutions``)."""
     passes = [InferType(), SimplifyInference(), FoldConstant(), FoldScaleAxis()]
     lanes = _float32_lanes(target)
     if lanes is not None:
+        passes.append(PackInt8Convolutions())
         passes.append(ConvertLayout({"nn.conv2d": (f"NCHW{lanes}c", "default")}))
     passes += [FoldConstant(), EliminateCommonSubexpr(), DeadCodeElimination()]
     passes += [InlineExternal(), FuseOps(), InferType()]

@@ -234,6 +234,16 @@ def layout_transform(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any
     return ops.layout_transform(inputs[0], attrs.src_layout, attrs.dst_layout)
 
 
+def int8_packed_conv(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
+    """The lowering of ``nn.conv2d_nchw4c_int8``."""
+    from . import relations as rel
+
+    ops, _ = _lib()
+    op = "nn.conv2d_nchw4c_int8"
+    return ops.conv2d_nchw4c_int8(inputs[0], inputs[1], rel.pair(op, attrs.strides, "strides"),
+                                  rel.padding2d(op, attrs.padding))
+
+
 def packed_conv(name: str) -> Callable:
     """The lowering of ``nn.<name>`` (``conv2d_nchwc``, ``depthwise_conv2d_nchwc``)."""
     def lower(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:

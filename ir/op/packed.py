@@ -1,6 +1,9 @@
 """Operators over packed-channel layouts (``NCHW16c``: see ``schedule.ops.Layout``), which
 ``ConvertLayout`` introduces where the target prefers them: ``layout_transform`` (no
-namespace), ``nn.conv2d_nchwc`` and ``nn.depthwise_conv2d_nchwc``.
+namespace), ``nn.conv2d_nchwc`` and ``nn.depthwise_conv2d_nchwc``; and the 8-bit
+``nn.conv2d_nchw4c_int8`` (``PackInt8Convolutions`` makes it from quantized convolutions):
+uint8 data ``(N, C/4, H, W, 4)`` times an int8 weight ``(K/16, C/4, R, S, 16, 4)`` into int32
+``(N, K/16, OH, OW, 16)``, the layout of the 4-byte dot-product instruction (VNNI).
 
 Shapes: ``nn.conv2d_nchwc`` takes data ``(N, C/ic, H, W, ic)`` and a weight ``(K/oc, C/ic,
 R, S, ic, oc)`` (layout ``OIHW[ic]i[oc]o``) and gives ``(N, K/oc, OH, OW, oc)``;
@@ -131,3 +134,42 @@ register_op(OpDef(
     lowering=low.packed_conv("depthwise_conv2d_nchwc"),
     doc="Depthwise 2-d convolution with packed channels: data NCHW[b]c, weight OIHW1i[b]o, "
         "output NCHW[b]c."))
+
+
+def _int8_conv_relation(types: Sequence[Type], attrs: Attrs) -> Type:
+    op = "nn.conv2d_nchw4c_int8"
+    data = rel.expect_tensor(op, types[0], "data")
+    weight = rel.expect_tensor(op, types[1], "weight")
+    if (data.dtype, weight.dtype) != ("uint8", "int8"):
+        raise IRTypeError(f"{op}: data must be uint8 and weight int8, got {data.dtype} and "
+                          f"{weight.dtype}")
+    if data.ndim != 5 or weight.ndim != 6 or data.shape[4] != 4 or weight.shape[5] != 4 \
+            or weight.shape[1] != data.shape[1]:
+        raise IRTypeError(f"{op}: data {format_shape(data.shape)} and weight "
+                          f"{format_shape(weight.shape)} are not (N, C/4, H, W, 4) and "
+                          "(K/oc, C/4, R, S, oc, 4)")
+    n, _, h, w, _ = data.shape
+    ko, _, r, s, oc, _ = weight.shape
+    (sh, sw), pads = rel.pair(op, attrs.strides, "strides"), rel.padding2d(op, attrs.padding)
+    oh = rel.window_out_dim(h, r, sh, pads[0] + pads[2], 1)
+    ow = rel.window_out_dim(w, s, sw, pads[1] + pads[3], 1)
+    if min(oh, ow) < 1:  # type: ignore[type-var]
+        raise IRTypeError(f"{op}: the {r}x{s} window does not fit input "
+                          f"{format_shape(data.shape)} with padding {pads}")
+    return TensorType((n, ko, oh, ow, oc), "int32")
+
+
+def _int8_conv(args: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    op = "nn.conv2d_nchw4c_int8"
+    return _reference().conv2d_nchw4c_int8(np.asarray(args[0]), np.asarray(args[1]),
+                                           rel.pair(op, attrs.strides, "strides"),
+                                           rel.padding2d(op, attrs.padding))
+
+
+register_op(OpDef(
+    name="nn.conv2d_nchw4c_int8", num_inputs=2,
+    attrs_schema={"strides": (tuple, (1, 1)), "padding": (tuple, (0, 0))},
+    type_relation=_int8_conv_relation, pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+    compute=_int8_conv, lowering=low.int8_packed_conv,
+    doc="8-bit convolution in the dot-product instruction's layouts: uint8 data NCHW4c, "
+        "int8 weight OIHW16o4i, int32 output NCHW16c."))

@@ -16,6 +16,7 @@
 from . import reference, tags
 from .conv import (
     conv2d_nchw,
+    conv2d_nchw4c_int8,
     conv2d_nchwc,
     conv2d_nhwc,
     conv2d_transpose_nchw,
@@ -73,6 +74,7 @@ __all__ = [
     "clip",
     "concatenate",
     "conv2d_nchw",
+    "conv2d_nchw4c_int8",
     "conv2d_nchwc",
     "conv2d_nhwc",
     "conv2d_transpose_nchw",

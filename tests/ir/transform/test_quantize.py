@@ -195,3 +195,26 @@ def test_bad_input_is_reported():
     x = ir.var("x", shape=(3,))
     with pytest.raises(ir.IRTypeError, match="out_dtype must be one of"):
         ir.infer_expr(ir.op.qnn.quantize(x, scale=0.1, out_dtype="float16"))
+
+
+@pytest.mark.parametrize("dtype", ["uint8", "int8"])
+@pytest.mark.parametrize("channels,stride,padding", [(8, 1, (1, 1)), (3, 2, (1, 0, 2, 1))])
+def test_packed_int8_convolution_is_exact(dtype, channels, stride, padding):
+    """PackInt8Convolutions: a quantized conv on the dot product's layouts (odd channel
+    counts padded; int8 data offset by 128, its padding too) equals the plain one, in the
+    interpreter and compiled."""
+    from ir.transform import PassContext
+    from ir.transform.pack_int8 import PackInt8Convolutions
+
+    x = ir.var("x", shape=(1, channels, 9, 9), dtype=dtype)
+    low, high = (0, 255) if dtype == "uint8" else (-128, 127)
+    w = ir.const(RNG.integers(-128, 128, (32, channels, 3, 3)).astype("int8"))
+    conv = ir.op.nn.conv2d(x, w, strides=stride, padding=padding, out_dtype="int32")
+    mod = ir.infer_type(ir.Module({"main": ir.Function([x], conv)}))
+    with PassContext(opt_level=3):
+        packed = PackInt8Convolutions()(mod)
+    assert "nn.conv2d_nchw4c_int8" in str(packed["main"])
+    xs = RNG.integers(low, high + 1, (1, channels, 9, 9)).astype(dtype)
+    want = ir.evaluate(mod, xs)
+    np.testing.assert_array_equal(ir.evaluate(packed, xs), want)
+    np.testing.assert_array_equal(ir.build(mod, target="cpu")(xs), want)
