@@ -137,6 +137,9 @@ OTHER_CASES: dict[str, tuple[list[tuple[tuple[int, ...], str]], Callable[..., ir
     "log_softmax over axis 1 of 3": ([((2, 3, 4), F32)],
                                      lambda a: ir.op.nn.log_softmax(a, axis=1)),
     # quantization (round half up and clips, bit for bit)
+    "nn.conv2d_nchw4c_int8": ([((1, 2, 6, 6, 4), "uint8")], lambda a: ir.op.nn.conv2d_nchw4c_int8(
+        a, ir.const(np.random.default_rng(1).integers(-128, 128, (1, 2, 3, 3, 16, 4))
+                    .astype("int8")), strides=2, padding=1)),
     "qnn.simulated_quantize": ([((3, 4), F32)],
                                lambda a: ir.op.qnn.simulated_quantize(a, scale=0.01)),
     "qnn.quantize": ([((3, 4), F32)], lambda a: ir.op.qnn.quantize(a, scale=0.004)),
@@ -152,8 +155,10 @@ def _other_case(label: str) -> tuple[list[ir.Var], ir.Expr, list[np.ndarray]]:
     inputs, make = OTHER_CASES[label]
     rng = np.random.default_rng(3)
     params = [ir.var(f"x{i}", shape=s, dtype=t) for i, (s, t) in enumerate(inputs)]
+    bounds = {"uint8": (0, 256), "int8": (-128, 128)}
     args = [rng.random(s) > 0.5 if t == "bool" else
-            rng.integers(-3000, 3000, s).astype(t) if t.startswith("int") else _rand(s, seed=i)
+            rng.integers(*bounds.get(t, (-3000, 3000)), s).astype(t) if "int" in t
+            else _rand(s, seed=i)
             for i, (s, t) in enumerate(inputs)]
     return params, make(*params), args
 

@@ -169,6 +169,18 @@ def _pack_kernel(w, ic, oc):
         w.reshape(o // oc, oc, i // ic, ic, r, s).transpose(0, 2, 4, 5, 3, 1))
 
 
+def _unpack(x):
+    """NCHW[b]c ``x`` back to NCHW, by hand."""
+    n, co, h, w, b = x.shape
+    return np.ascontiguousarray(x.transpose(0, 1, 4, 2, 3).reshape(n, co * b, h, w))
+
+
+def _unpack_int8_kernel(w):
+    """(K/oc, C/4, R, S, oc, 4) back to OIHW, by hand."""
+    ko, co, r, s, oc, four = w.shape
+    return np.ascontiguousarray(w.transpose(0, 4, 1, 5, 2, 3).reshape(ko * oc, co * four, r, s))
+
+
 A34, B14 = rand(3, 4), rand(1, 4)
 POS = positive(2, 3)
 X4 = rand(2, 3, 4, 5)
@@ -177,6 +189,8 @@ W_CONV = rand(6, 1, 3, 3)
 W_CONV_T = rand(4, 3, 3, 2)
 G_POOL = rand(2, 3, 2, 3)  # a 3x3 stride-2 pool's output over X4, padding 1
 G_CONV = rand(2, 6, 2, 2)  # a 3x2 stride-2 conv's output over X4, padding (1, 0, 1, 0)
+U8_PACKED = np.random.default_rng(2).integers(0, 256, (1, 2, 6, 6, 4)).astype("uint8")
+W_INT8_PACKED = np.random.default_rng(3).integers(-128, 128, (1, 2, 3, 3, 16, 4)).astype("int8")
 TAKE_INDICES = np.array([[3, 0, 3], [1, 5, -2]], "int32")
 G_TAKE = rand(3, 2, 3)
 X4_8, W_PACK, W_DEPTHWISE = rand(1, 8, 5, 6), rand(6, 8, 3, 3), rand(8, 1, 3, 3)
@@ -319,6 +333,10 @@ EXTRA_CASES = [
      _naive_conv_weight_grad(G_CONV, X4, (3, 2), (2, 2), (1, 0, 1, 0))),
     ("take_grad", [G_TAKE, TAKE_INDICES], {"shape": (3, 4), "axis": 1},
      _naive_take_grad(G_TAKE, TAKE_INDICES, (3, 4))),
+    ("nn.conv2d_nchw4c_int8", [U8_PACKED, W_INT8_PACKED], {"strides": 2, "padding": 1},
+     _pack(_naive_conv_nchw(_unpack(U8_PACKED).astype("int64"),
+                            _unpack_int8_kernel(W_INT8_PACKED).astype("int64"), (2, 2),
+                            (1, 1, 1, 1), (1, 1), 1), 16).astype("int32")),
     # quantization: round half up, clip (ir.op.qnn); annotations: the identity
     ("qnn.simulated_quantize", [A34], {"scale": 0.1, "signed": False},
      np.clip(np.floor(A34 / 0.1 + 0.5), 0, 255) * 0.1),

@@ -321,7 +321,7 @@ def _straight_through(c: GradCall) -> list:
 
 
 @register_gradient("qnn.quantize", "qnn.dequantize", "qnn.requantize",
-                   "qnn.requantize_per_channel")
+                   "qnn.requantize_per_channel", "nn.conv2d_nchw4c_int8")
 def _integer(c: GradCall) -> list:
     return [None] * len(c.inputs)
 

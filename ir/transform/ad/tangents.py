@@ -113,7 +113,7 @@ register_tangent("multiply", "nn.dense", "nn.matmul", "nn.batch_matmul", "nn.con
 @register_tangent("floor", "ceil", "equal", "not_equal", "less", "less_equal", "greater",
                   "greater_equal", "logical_and", "logical_or", "logical_xor", "logical_not",
                   "argmax", "argmin", "zeros", "ones", "qnn.quantize", "qnn.dequantize",
-                  "qnn.requantize", "qnn.requantize_per_channel")
+                  "qnn.requantize", "qnn.requantize_per_channel", "nn.conv2d_nchw4c_int8")
 def _zero(c: TangentCall) -> None:
     return None
 
