@@ -23,8 +23,9 @@ def is_injective(stage: te.Stage) -> bool:
 
 def is_strictly_inlinable(stage: te.Stage) -> bool:
     """Element-wise with every read indexed by the stage's own axes in order (or by 0 on a
-    dimension of extent 1: a broadcast operand such as a per-channel bias), no branches and
-    no expensive math: inlining it can only save memory traffic."""
+    dimension of extent 1: a broadcast operand such as a per-channel bias; or by a single
+    one of its axes: a 1-d per-channel vector read along that axis), no branches and no
+    expensive math: inlining it can only save memory traffic."""
     if stage.is_output or not is_injective(stage):
         return False
     axis_vars = [a.var for a in stage.op.axis]
@@ -35,6 +36,8 @@ def is_strictly_inlinable(stage: te.Stage) -> bool:
             return False
         if isinstance(node, expr.Load):
             idx = list(node.indices)
+            if len(idx) == 1 and any(idx[0] is v for v in axis_vars):
+                continue
             tail = axis_vars[len(axis_vars) - len(idx):] if len(idx) <= len(axis_vars) else None
             if tail is None or not all(
                     i is v or _broadcast_index(i, extent)

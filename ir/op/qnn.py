@@ -29,6 +29,9 @@ from ..types import TensorType, Type
 from . import relations as rel
 from ._make import namespace_getattr, namespace_ops
 
+#: the op library's tags of these computations (fusion and the sketch rules read them)
+_ELEMWISE, _BROADCAST = "injective,elemwise", "injective,broadcast"
+
 INT_RANGES = {"int8": (-128, 127), "uint8": (0, 255), "int16": (-32768, 32767),
               "int32": (-2 ** 31, 2 ** 31 - 1)}
 
@@ -103,7 +106,7 @@ def _lower_sq(inputs: Sequence, attrs: Attrs, out_type: Type):
     if _scales(attrs).size > 1:
         raise LoweringError("qnn.simulated_quantize: per-channel scales run on numpy")
     if attrs.scale == 0:
-        return te.compute(x.shape, lambda *i: x[i], name="T_simulated_quantize")
+        return te.compute(x.shape, lambda *i: x[i], name="T_simulated_quantize", tag=_ELEMWISE)
     low, high = bit_range(attrs.nbit, attrs.signed)
     inv, scale = te.const(1.0 / attrs.scale, x.dtype), te.const(attrs.scale, x.dtype)
     half = te.const(0.5, x.dtype)
@@ -113,7 +116,7 @@ def _lower_sq(inputs: Sequence, attrs: Attrs, out_type: Type):
         return te.min(te.max(q, te.const(float(low), x.dtype)),
                       te.const(float(high), x.dtype)) * scale
 
-    return te.compute(x.shape, body, name="T_simulated_quantize")
+    return te.compute(x.shape, body, name="T_simulated_quantize", tag=_ELEMWISE)
 
 
 register_op(OpDef(
@@ -156,7 +159,7 @@ def _lower_quantize(inputs: Sequence, attrs: Attrs, out_type: Type):
         q = te.min(te.max(q, te.const(float(low), x.dtype)), te.const(float(high), x.dtype))
         return te.cast(attrs.out_dtype, q)
 
-    return te.compute(x.shape, body, name="T_quantize")
+    return te.compute(x.shape, body, name="T_quantize", tag=_ELEMWISE)
 
 
 register_op(OpDef(
@@ -180,7 +183,7 @@ def _lower_dequantize(inputs: Sequence, attrs: Attrs, out_type: Type):
     x = inputs[0]
     scale = te.const(attrs.scale, "float32")
     return te.compute(x.shape, lambda *i: te.cast("float32", x[i]) * scale,
-                      name="T_dequantize")
+                      name="T_dequantize", tag=_ELEMWISE)
 
 
 register_op(OpDef(
@@ -242,7 +245,7 @@ def _lower_requantize(inputs: Sequence, attrs: Attrs, out_type: Type):
         q = te.min(te.max(q, te.const(low, "int64")), te.const(high, "int64"))
         return te.cast(attrs.out_dtype, q)
 
-    return te.compute(x.shape, body, name="T_requantize")
+    return te.compute(x.shape, body, name="T_requantize", tag=_ELEMWISE)
 
 
 register_op(OpDef(
@@ -301,7 +304,7 @@ def _lower_requantize_pc(inputs: Sequence, attrs: Attrs, out_type: Type):
         q = te.min(te.max(q, te.const(low, "int64")), te.const(high, "int64"))
         return te.cast(attrs.out_dtype, q)
 
-    return te.compute(x.shape, body, name="T_requantize")
+    return te.compute(x.shape, body, name="T_requantize", tag=_BROADCAST)
 
 
 register_op(OpDef(
