@@ -231,21 +231,25 @@ def _requantize(args: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     return np.clip(q, low, high).astype(attrs.out_dtype)
 
 
+def _rescaled(value, multiplier, shift: int, out_dtype: str):
+    """The te expression of ``clip((value * multiplier + 2**(shift-1)) >> shift)`` in
+    ``out_dtype`` (``value`` any integer expression, ``multiplier`` an int64 one)."""
+    from schedule import te
+
+    low, high = INT_RANGES[out_dtype]
+    bias = te.const(1 << (shift - 1), "int64")
+    q = te.floordiv(te.cast("int64", value) * multiplier + bias, te.const(1 << shift, "int64"))
+    q = te.min(te.max(q, te.const(low, "int64")), te.const(high, "int64"))
+    return te.cast(out_dtype, q)
+
+
 def _lower_requantize(inputs: Sequence, attrs: Attrs, out_type: Type):
     from schedule import te
 
     x = inputs[0]
-    low, high = INT_RANGES[attrs.out_dtype]
     mult = te.const(attrs.multiplier, "int64")
-    bias = te.const(1 << (attrs.shift - 1), "int64")
-    div = te.const(1 << attrs.shift, "int64")
-
-    def body(*i):
-        q = te.floordiv(te.cast("int64", x[i]) * mult + bias, div)
-        q = te.min(te.max(q, te.const(low, "int64")), te.const(high, "int64"))
-        return te.cast(attrs.out_dtype, q)
-
-    return te.compute(x.shape, body, name="T_requantize", tag=_ELEMWISE)
+    return te.compute(x.shape, lambda *i: _rescaled(x[i], mult, attrs.shift, attrs.out_dtype),
+                      name="T_requantize", tag=_ELEMWISE)
 
 
 register_op(OpDef(
@@ -294,17 +298,10 @@ def _lower_requantize_pc(inputs: Sequence, attrs: Attrs, out_type: Type):
     from schedule import te
 
     x, mult = inputs
-    low, high = INT_RANGES[attrs.out_dtype]
     axis = attrs.axis % len(x.shape)
-    bias = te.const(1 << (attrs.shift - 1), "int64")
-    div = te.const(1 << attrs.shift, "int64")
-
-    def body(*i):
-        q = te.floordiv(te.cast("int64", x[i]) * mult[i[axis]] + bias, div)
-        q = te.min(te.max(q, te.const(low, "int64")), te.const(high, "int64"))
-        return te.cast(attrs.out_dtype, q)
-
-    return te.compute(x.shape, body, name="T_requantize", tag=_BROADCAST)
+    return te.compute(x.shape, lambda *i: _rescaled(x[i], mult[i[axis]], attrs.shift,
+                                                    attrs.out_dtype),
+                      name="T_requantize", tag=_BROADCAST)
 
 
 register_op(OpDef(

@@ -14,8 +14,8 @@ from ... import op as ops
 from ...expr import Call, Constant, Expr, Function, Let, Op, Tuple, TupleGetItem, Var
 from ...module import Module
 from ...types import TensorType, TupleType, Type
-from ..anf import to_a_normal_form
 from ..infer_type import infer_expr
+from .lifting import typed_anf
 from .rules import GradCall, GradientError, differentiable, gradient_rule, ones, zeros
 
 _DATAFLOW = (Call, Tuple, TupleGetItem, Var, Constant)
@@ -101,12 +101,7 @@ def _zero_value(t: Type) -> Expr:
 def first_order_gradient(func: Function, mod: Module | None = None) -> Function:
     """``fn(params) -> (value, (d value / d param, ...))`` for a dataflow function (the
     adjoint of the output seeded with ones)."""
-    anf = to_a_normal_form(func)
-    infer_expr(anf, mod)
-    for p in anf.params:
-        if not isinstance(p.checked_type, TensorType):
-            raise GradientError(f"gradient: parameter %{p.name_hint} must be a tensor, got "
-                                f"{p.checked_type}")
+    anf, _ = typed_anf(func, mod, "gradient")
     chain, result = _bindings(anf.body)
     out_lets: list[tuple[Var, Expr]] = list(chain)
 

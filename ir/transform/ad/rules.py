@@ -56,27 +56,39 @@ class GradCall:
         return tuple(self.input_type(i).shape)  # type: ignore[arg-type]
 
 
-Rule = Callable[[GradCall], list]
-_RULES: dict[str, Rule] = {}
+class RuleTable:
+    """Operator name -> rule, for one kind of rule (``what``, as errors name it)."""
 
+    def __init__(self, what: str):
+        self.what = what
+        self.rules: dict[str, Callable] = {}
 
-def register_gradient(*names: str) -> Callable[[Rule], Rule]:
-    """Decorator: ``rule`` is the reverse-mode rule of operators ``names``."""
+    def register(self, *names: str) -> Callable[[Callable], Callable]:
+        """Decorator: the rule of operators ``names``."""
 
-    def add(rule: Rule) -> Rule:
-        for name in names:
-            _RULES[name] = rule
+        def add(rule: Callable) -> Callable:
+            for name in names:
+                self.rules[name] = rule
+            return rule
+
+        return add
+
+    def get(self, name: str) -> Callable:
+        rule = self.rules.get(name)
+        if rule is None:
+            raise GradientError(f"no {self.what} is registered for operator {name}")
         return rule
 
-    return add
+    def __contains__(self, name: str) -> bool:
+        return name in self.rules
 
 
-def gradient_rule(name: str) -> Rule:
-    """The rule of operator ``name``; GradientError when it has none."""
-    rule = _RULES.get(name)
-    if rule is None:
-        raise GradientError(f"no gradient is registered for operator {name}")
-    return rule
+Rule = Callable[[GradCall], list]
+_RULES = RuleTable("gradient")
+#: decorator: ``rule`` is the reverse-mode rule of operators ``names``
+register_gradient = _RULES.register
+#: the rule of an operator; GradientError when it has none
+gradient_rule = _RULES.get
 
 
 def has_gradient(name: str) -> bool:

@@ -22,6 +22,7 @@ from ...expr import Call, Expr, Tuple
 from ...types import TensorType, TupleType
 from .rules import (
     GradientError,
+    RuleTable,
     _static_tensor,
     keep_dims,
     reduced_axes,
@@ -75,25 +76,10 @@ class TangentCall:
 
 
 TangentRule = Callable[[TangentCall], "Expr | None"]
-_RULES: dict[str, TangentRule] = {}
-
-
-def register_tangent(*names: str) -> Callable[[TangentRule], TangentRule]:
-    """Decorator: ``rule`` is the forward-mode rule of operators ``names``."""
-
-    def add(rule: TangentRule) -> TangentRule:
-        for name in names:
-            _RULES[name] = rule
-        return rule
-
-    return add
-
-
-def tangent_rule(name: str) -> TangentRule:
-    rule = _RULES.get(name)
-    if rule is None:
-        raise GradientError(f"no tangent (forward-mode) rule is registered for operator {name}")
-    return rule
+_RULES = RuleTable("tangent (forward-mode) rule")
+#: decorator: ``rule`` is the forward-mode rule of operators ``names``
+register_tangent = _RULES.register
+tangent_rule = _RULES.get
 
 
 def has_tangent(name: str) -> bool:
