@@ -75,7 +75,6 @@ def compile_plan(main: Function, plan: GraphPlan, target: Any, schedules: Schedu
 
     from .external import external_function
 
-    external = [func for func, _, _ in plan.calls if func.attrs.get("Compiler")]
     lowered = [None if func.attrs.get("Compiler") else lower_primitive(func)
                for func, _, _ in plan.calls]
     refused = [f"{lw.name} ({', '.join(operator_names(lw.function))}: {lw.reason})"
@@ -95,7 +94,6 @@ def compile_plan(main: Function, plan: GraphPlan, target: Any, schedules: Schedu
         else:
             calls.append((kernels.entry(lw), [*(inputs[p][0] for p in lw.param_order), *outs],
                           lw.name))
-    del external
     source, storage_bytes = _translation_unit(plan, kernels.sources, calls, len(externals))
     library, _ = compile_source(source, target.compiler_flags())
 

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 
 from ..expr import Call, Constant, Expr, Function, GlobalVar, Op, Tuple, TupleGetItem, Var
 from ..module import Module
-from ..visitor import ExprMutator, dataflow_post_order
+from ..visitor import ExprMutator, dataflow_inputs, dataflow_post_order
 from .anf import to_graph_normal_form
 from .infer_type import infer_type
 from .pass_infra import Pass, PassContext, module_pass
@@ -105,7 +105,7 @@ class _Regions:
         self.nodes = [e for e in dataflow_post_order(body) if not (_is(e, BEGIN) or _is(e, END))]
         self.users: dict[int, list[Expr]] = {id(e): [] for e in self.nodes}
         for e in self.nodes:
-            for child in _children(e):
+            for child in dataflow_inputs(e):
                 p = _producer(child)
                 if id(p) in self.users:
                     self.users[id(p)].append(e)
@@ -135,13 +135,13 @@ class _Regions:
     def reaching(self, union: set[int]) -> set[int]:
         by_id = {id(e): e for e in self.nodes}
         out: set[int] = set()
-        todo = [_producer(c) for i in union for c in _children(by_id[i])]
+        todo = [_producer(c) for i in union for c in dataflow_inputs(by_id[i])]
         while todo:
             e = todo.pop()
             if id(e) in union or id(e) in out or id(e) not in by_id:
                 continue
             out.add(id(e))
-            todo.extend(_producer(c) for c in _children(e))
+            todo.extend(_producer(c) for c in dataflow_inputs(e))
         return out
 
     def merge(self) -> None:
@@ -149,7 +149,7 @@ class _Regions:
             if id(e) not in self.annotated:
                 continue
             compiler = self.annotated[id(e)][1]
-            for child in _children(e):
+            for child in dataflow_inputs(e):
                 p = _producer(child)
                 if id(p) not in self.annotated or self.annotated[id(p)][1] != compiler:
                     continue
@@ -159,16 +159,6 @@ class _Regions:
                 union = self.members(a) | self.members(b)
                 if not self.creates_cycle(union):
                     self.parent[b] = a
-
-
-def _children(e: Expr) -> tuple[Expr, ...]:
-    if isinstance(e, Call):
-        return tuple(e.args)
-    if isinstance(e, Tuple):
-        return tuple(e.fields)
-    if isinstance(e, TupleGetItem):
-        return (e.tuple_value,)
-    return ()
 
 
 class _Number(ExprMutator):
@@ -227,7 +217,7 @@ class _Partition:
                 if _is(child, END) and child.attrs.region != e.attrs.region:
                     self.used_outside.add(id(child.args[0]))
             else:
-                for child in _children(e):
+                for child in dataflow_inputs(e):
                     if _is(child, END):
                         self.used_outside.add(id(child.args[0]))
         if _is(body, END):

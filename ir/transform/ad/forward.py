@@ -34,9 +34,7 @@ class _Forward(Lifter):
     def op_call(self, call: Call, var: Var, args: list[Expr], ctx: Context,
                 body: Expr) -> Expr:
         arg_types = [a.checked_type for a in call.args]
-        short = call.op.name.rsplit(".", 1)[-1]
-        inputs = [Var(f"{short}_in{i}") for i in range(len(call.args))]
-        plain = Var(f"{short}_out")
+        inputs, plain = self.call_vars(call)
         out_type = call.checked_type
         tangents = tuple(derivative_part(a, t, read=False) if differentiable(t) else None
                          for a, t in zip(args, arg_types, strict=True))
@@ -44,13 +42,10 @@ class _Forward(Lifter):
         if differentiable(out_type) and any(t is not None for t in tangents):
             tangent = tangent_rule(call.op.name)(TangentCall(call, tuple(inputs), tangents,
                                                              plain))
-        out_tangent = Var(f"{short}_tangent")
+        out_tangent = Var(f"{plain.name_hint[:-len('_out')]}_tangent")
         rest = Let(var, _dual(plain, out_tangent, out_type), body)
         rest = Let(out_tangent, tangent if tangent is not None else _zeros(out_type), rest)
-        rest = Let(plain, Call(call.op, inputs, call.attrs, span=call.span), rest)
-        for v, arg, t in reversed(list(zip(inputs, args, arg_types, strict=True))):
-            rest = Let(v, plain_value(arg, t, WHAT), rest)
-        return rest
+        return self.bind_plain(call, args, inputs, plain, rest)
 
 
 def _zeros(t: Type) -> Expr:

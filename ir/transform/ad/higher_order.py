@@ -71,18 +71,13 @@ class _Reverse(Lifter):
         """The value forwards, and a backpropagator pushed onto ``bp`` when adjoints can
         flow through the call."""
         arg_types = [a.checked_type for a in call.args]
-        short = call.op.name.rsplit(".", 1)[-1]
-        inputs = [Var(f"{short}_in{i}") for i in range(len(call.args))]
-        plain = Var(f"{short}_out")
+        inputs, plain = self.call_vars(call)
         out_type = call.checked_type
         rest = body
         if differentiable(out_type) and any(differentiable(t) for t in arg_types):
             rest = self.push(call, inputs, plain, var, args, arg_types, ctx[0], body)
-        rest = Let(var, self.pair(plain, out_type), rest)
-        rest = Let(plain, Call(call.op, inputs, call.attrs, span=call.span), rest)
-        for v, arg, t in reversed(list(zip(inputs, args, arg_types, strict=True))):
-            rest = Let(v, plain_value(arg, t, WHAT), rest)
-        return rest
+        return self.bind_plain(call, args, inputs, plain,
+                               Let(var, self.pair(plain, out_type), rest))
 
     def push(self, call: Call, inputs: list[Var], plain: Var, lifted_out: Var,
              args: list[Expr], arg_types: list[Type], bp: Var, body: Expr) -> Expr:

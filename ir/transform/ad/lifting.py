@@ -125,6 +125,21 @@ class Lifter(ABC):
                 body: Expr) -> Expr:
         """``let var = <call over the lifted args>; body``."""
 
+    @staticmethod
+    def call_vars(call: Call) -> tuple[list[Var], Var]:
+        """Fresh variables for an operator call's inputs' and output's plain values."""
+        short = call.op.name.rsplit(".", 1)[-1]
+        return [Var(f"{short}_in{i}") for i in range(len(call.args))], Var(f"{short}_out")
+
+    def bind_plain(self, call: Call, args: list[Expr], inputs: list[Var], plain: Var,
+                   rest: Expr) -> Expr:
+        """``rest`` after binding ``inputs`` to the plain values of the lifted ``args`` and
+        ``plain`` to the call over them."""
+        rest = Let(plain, Call(call.op, inputs, call.attrs, span=call.span), rest)
+        for v, arg, a in reversed(list(zip(inputs, args, call.args, strict=True))):
+            rest = Let(v, plain_value(arg, a.checked_type, self.what), rest)
+        return rest
+
     def context_params(self) -> Context:
         """Fresh context variables a lifted global takes first."""
         return ()

@@ -513,10 +513,9 @@ def _global_avg_pool(c: GradCall) -> list:
 # ------------------------------------------------------------------------- normalisation
 
 
-def _along(e: Expr, ndim: int, axis: int, length: int) -> Expr:
-    shape = [1] * ndim
-    shape[axis] = length
-    return ops.reshape(e, newshape=tuple(shape))
+def along_axis(e: Expr, ndim: int, axis: int) -> Expr:
+    """A 1-d ``e`` shaped to broadcast along ``axis`` of a rank-``ndim`` tensor."""
+    return ops.expand_dims(e, axis=1, num_newaxis=ndim - 1 - axis) if axis < ndim - 1 else e
 
 
 @register_gradient("nn.softmax")
@@ -537,14 +536,14 @@ def _layer_norm(c: GradCall) -> list:
     x, gamma, _ = c.inputs
     t = c.input_type(0)
     axis = c.attrs.axis % t.ndim
-    n, dtype = t.shape[axis], t.dtype
+    dtype = t.dtype
     mean = ops.mean(x, axis=(axis,), keepdims=True)
     centred = ops.subtract(x, mean)
     var = ops.mean(ops.multiply(centred, centred), axis=(axis,), keepdims=True)
     rstd = ops.rsqrt(ops.add(var, scalar(c.attrs.epsilon, dtype)))
     xhat = ops.multiply(centred, rstd)
     others = tuple(a for a in range(t.ndim) if a != axis)
-    gxhat = ops.multiply(c.grad, _along(gamma, t.ndim, axis, n)) if c.attrs.scale else c.grad
+    gxhat = ops.multiply(c.grad, along_axis(gamma, t.ndim, axis)) if c.attrs.scale else c.grad
     mean_g = ops.mean(gxhat, axis=(axis,), keepdims=True)
     mean_gx = ops.mean(ops.multiply(gxhat, xhat), axis=(axis,), keepdims=True)
     gx = ops.multiply(rstd, ops.subtract(ops.subtract(gxhat, mean_g),
@@ -563,15 +562,15 @@ def _batch_norm(c: GradCall) -> list:
     x, gamma, _, mean, var = c.inputs
     t = c.input_type(0)
     axis = c.attrs.axis % t.ndim
-    n, dtype = t.shape[axis], t.dtype
+    dtype = t.dtype
     g = TupleGetItem(c.grad, 0)
     rstd = ops.rsqrt(ops.add(var, scalar(c.attrs.epsilon, dtype)))
     scale = ops.multiply(rstd, gamma) if c.attrs.scale else rstd
     others = tuple(a for a in range(t.ndim) if a != axis)
-    centred = ops.subtract(x, _along(mean, t.ndim, axis, n))
+    centred = ops.subtract(x, along_axis(mean, t.ndim, axis))
     g_centred_sum = ops.sum(ops.multiply(g, centred), axis=others)
     g_sum = ops.sum(g, axis=others)
-    gx = ops.multiply(g, _along(scale, t.ndim, axis, n))
+    gx = ops.multiply(g, along_axis(scale, t.ndim, axis))
     ggamma = ops.multiply(g_centred_sum, rstd) if c.attrs.scale else None
     gbeta = g_sum if c.attrs.center else None
     gmean = ops.negative(ops.multiply(g_sum, scale))

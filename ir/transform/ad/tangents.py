@@ -24,6 +24,7 @@ from .rules import (
     GradientError,
     RuleTable,
     _static_tensor,
+    along_axis,
     keep_dims,
     reduced_axes,
     scalar,
@@ -252,10 +253,6 @@ def _log_softmax(c: TangentCall) -> Expr:
     return ops.subtract(t, dot)
 
 
-def _along(e: Expr, ndim: int, axis: int) -> Expr:
-    return ops.expand_dims(e, axis=1, num_newaxis=ndim - 1 - axis) if axis < ndim - 1 else e
-
-
 @register_tangent("nn.layer_norm")
 def _layer_norm(c: TangentCall) -> Expr:
     (x, gamma, _), (tx, tgamma, tbeta) = c.inputs, c.tangents
@@ -268,11 +265,11 @@ def _layer_norm(c: TangentCall) -> Expr:
     tc = ops.subtract(tx, ops.mean(tx, axis=(axis,), keepdims=True))
     txhat = ops.multiply(rstd, ops.subtract(tc, ops.multiply(xhat, ops.mean(
         ops.multiply(xhat, tc), axis=(axis,), keepdims=True))))
-    out = ops.multiply(txhat, _along(gamma, t.ndim, axis)) if c.attrs.scale else txhat
+    out = ops.multiply(txhat, along_axis(gamma, t.ndim, axis)) if c.attrs.scale else txhat
     if c.attrs.scale:
-        out = ops.add(out, ops.multiply(xhat, _along(tgamma, t.ndim, axis)))
+        out = ops.add(out, ops.multiply(xhat, along_axis(tgamma, t.ndim, axis)))
     if c.attrs.center:
-        out = ops.add(out, _along(tbeta, t.ndim, axis))
+        out = ops.add(out, along_axis(tbeta, t.ndim, axis))
     return out
 
 
@@ -283,7 +280,7 @@ def _batch_norm(c: TangentCall) -> Expr:
     axis = c.attrs.axis % t.ndim
 
     def along(e: Expr) -> Expr:
-        return _along(e, t.ndim, axis)
+        return along_axis(e, t.ndim, axis)
 
     rstd = ops.rsqrt(ops.add(var, scalar(c.attrs.epsilon, c.dtype)))
     cube = ops.multiply(ops.multiply(rstd, rstd), rstd)
