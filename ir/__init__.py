@@ -25,12 +25,17 @@ from .backend import (
     AotCompileError,
     AotModel,
     CompiledModel,
+    ExternalCodegen,
+    ExternalModule,
     GraphBuildError,
     aot_compile,
     aot_runtime,
     build,
     extract_tasks,
+    get_codegen,
+    list_codegens,
     optimize,
+    register_codegen,
     runtime,
     tuned_flops_share,
 )
@@ -95,7 +100,7 @@ from .types import (
     substitute,
 )
 from .vars import all_vars, bound_vars, free_type_vars, free_vars
-from .visitor import ExprMutator, ExprVisitor
+from .visitor import ExprMutator, ExprVisitor, dataflow_post_order
 
 __all__ = [
     # the interpreter, @ir.script, ANF/GNF
@@ -117,6 +122,8 @@ __all__ = [
     "Expr",
     "ExprMutator",
     "ExprVisitor",
+    "ExternalCodegen",
+    "ExternalModule",
     "FuncType",
     "Function",
     "GlobalTypeVar",
@@ -167,6 +174,7 @@ __all__ = [
     "bound_vars",
     "build",
     "const",
+    "dataflow_post_order",
     "evaluate",
     "extract_tasks",
     "format_shape",
@@ -174,11 +182,13 @@ __all__ = [
     "free_vars",
     "from_json_dict",
     "from_onnx",
+    "get_codegen",
     "get_op_def",
     # type inference
     "infer_expr",
     "infer_type",
     "is_dynamic",
+    "list_codegens",
     "list_ops",
     "load_json",
     "op",
@@ -187,6 +197,7 @@ __all__ = [
     "parse_expr",
     "pattern_vars",
     "prelude",
+    "register_codegen",
     "register_op",
     "runtime",
     "save_json",

@@ -34,6 +34,7 @@ from .shared_pool import FairLock, SharedPool, measurement_pool
 from .spec import JobSpec, ModelInfo, SpecError, TaskSpec
 from .trial import Trial
 from .tune import open_database, tune
+from .vta_offload import VtaCodegen, VtaRegion, use_vta
 
 try:
     __version__ = metadata.version("tensortune")
@@ -64,6 +65,8 @@ __all__ = [
     "TuneResult",
     "UntunedWarning",
     "UpdatePolicy",
+    "VtaCodegen",
+    "VtaRegion",
     "Workload",
     "__version__",
     "apply_best",
@@ -88,4 +91,5 @@ __all__ = [
     "submit_job",
     "tune",
     "tune_model",
+    "use_vta",
 ]

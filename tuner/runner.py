@@ -95,7 +95,7 @@ class JobRunner:
         self.callbacks = list(callbacks) if callbacks is not None else default_callbacks()
         self.seconds = TimeSplit()
         self.tasks: list[TaskProgress] = []
-        self.policies: list[SearchPolicy] = []
+        self.policies: list[SearchPolicy | None] = []  # None: the task's space failed
         self.runner_id = f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:12]}"[-255:]
         self._runner_deaths = 0
         self._trials_at_claim = 0
@@ -117,11 +117,19 @@ class JobRunner:
                 task.baselines = dict(measured[task.key])
         for n, task in enumerate(self.tasks):
             start = time.perf_counter()
-            policy = make_policy(SearchTask(task.workload, self.spec.target), self.spec.policy,
-                                 self.spec.cost_model, seed=self.spec.seed + n)
+            try:
+                policy = make_policy(SearchTask(task.workload, self.spec.target),
+                                     self.spec.policy, self.spec.cost_model,
+                                     seed=self.spec.seed + n)
+            except Exception as err:  # one task's space: the job goes on with the others
+                log.exception("job %s: no search space for workload %s", self.job_id, task.key)
+                task.state = "rejected"
+                task.error = f"its search space cannot be built: {type(err).__name__}: {err}"
+                policy = None
             self.seconds.search += time.perf_counter() - start
             self.policies.append(policy)
-            self._warm_start(task, policy)
+            if policy is not None:
+                self._warm_start(task, policy)
 
     def _measure_baselines(self) -> None:
         """Measure what the tasks are compared with (``spec.baselines``) on the job's
@@ -214,8 +222,8 @@ class JobRunner:
     def _save_snapshot(self) -> None:
         """Leave the model of the most-measured task for later jobs on this target (best
         effort: a job's measurements matter more than its snapshot)."""
-        ranked = sorted(zip(self.tasks, self.policies, strict=True),
-                        key=lambda pair: -pair[0].trials)
+        ranked = sorted(((t, p) for t, p in zip(self.tasks, self.policies, strict=True)
+                         if p is not None), key=lambda pair: -pair[0].trials)
         if not ranked:
             return
         task, policy = ranked[0]
@@ -351,7 +359,8 @@ class JobRunner:
         for n, task in enumerate(self.tasks):
             if task.trials:
                 scheduler.record(n, task.trials, task.best_cost)
-            if spec.early_stop and task.since_improvement >= spec.early_stop:
+            if self.policies[n] is None or \
+                    (spec.early_stop and task.since_improvement >= spec.early_stop):
                 scheduler.retire(n)
         elapsed_before = self.seconds.total
         while self._trials_done() < spec.trials:

@@ -59,6 +59,7 @@ from .pool import LocalPool, MeasurePool, Pool
 from .program_text import ProgramTextError, program_text
 from .runner import BuiltCandidate, LocalRunner, ResultCallback, Runner
 from .sandbox import Outcome, Sandbox, SandboxError
+from .vta import Simulator as VtaSimulator
 from .vta import VtaDevice, simulated_facts
 
 __all__ = [
@@ -94,6 +95,7 @@ __all__ = [
     "Sandbox",
     "SandboxError",
     "VtaDevice",
+    "VtaSimulator",
     "check_ray_head",
     "device_kinds",
     "device_type",

@@ -2,7 +2,9 @@
 
 An ``ExternalCodegen`` has a ``name`` (the ``Compiler`` attribute of the functions it
 runs), says which operator calls it supports (``supports(call)``: the operator's name,
-attributes and input types, checked by the predicates in ``ops``), and turns a partitioned
+attributes and input types, checked by the predicates in ``ops``; a codegen that takes
+whole patterns, e.g. a convolution with its bias and requantization and nothing less,
+overrides ``claims(body)``, the calls of a graph it takes), and turns a partitioned
 function (``ir.transform.partition``) into an ``ExternalModule``: an object called on the
 function's arguments (numpy arrays) that returns its result, and that can say what it
 runs (``describe()``, e.g. the JSON of the subgraph). The graph executor and the VM call
@@ -19,8 +21,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from ..expr import Call, Function, Op
+from ..expr import Call, Expr, Function, Op
 from ..types import TensorType
+from ..visitor import dataflow_post_order
 
 __all__ = ["ExternalCodegen", "ExternalModule", "external_function", "get_codegen",
            "list_codegens", "register_codegen"]
@@ -59,6 +62,12 @@ class ExternalCodegen(ABC):
                    for t in types):
             return False  # static tensors only
         return bool(predicate(call))
+
+    def claims(self, body: Expr) -> set[int]:
+        """The ids of the calls of dataflow graph ``body`` this codegen takes: by default
+        every call it ``supports`` on its own."""
+        return {id(e) for e in dataflow_post_order(body)
+                if isinstance(e, Call) and self.supports(e)}
 
     @abstractmethod
     def compile(self, func: Function, symbol: str) -> ExternalModule:

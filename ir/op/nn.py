@@ -76,7 +76,8 @@ def _dense_relation(types: Sequence[Type], attrs: Attrs) -> Type:
 
 def _dense(args: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
     x, w = args
-    return np.matmul(x, w.T).astype(attrs.out_dtype or x.dtype, copy=False)
+    dtype = attrs.out_dtype or x.dtype  # accumulate in it: int8 products overflow int8
+    return np.matmul(x.astype(dtype, copy=False), w.T.astype(dtype, copy=False))
 
 
 register_op(OpDef(

@@ -2,9 +2,10 @@
 ``@main`` (a dataflow graph):
 
 - ``AnnotateTarget(compilers)``: each operator call that one of the external codegens
-  ``compilers`` supports (its registered predicate on the operator, attributes and types;
-  the first that does, in order) gets ``annotation.compiler_begin`` on its inputs and
-  ``annotation.compiler_end`` on its output.
+  ``compilers`` supports (its registered predicate on the operator, attributes and types,
+  or a pattern of calls it claims; the first that does, in order) gets
+  ``annotation.compiler_begin`` on its inputs and ``annotation.compiler_end`` on its
+  output.
 - ``MergeCompilerRegions()``: every annotated call starts as its own region; a call and
   the annotated call of the same compiler that feeds it join one region, in dataflow order,
   unless that would create a cycle (a path leaving the merged region through a node outside
@@ -51,16 +52,17 @@ def _with_main(module: Module, body: Expr) -> Module:
 
 
 class _Annotate(ExprMutator):
-    def __init__(self, codegens: Sequence):
+    def __init__(self, codegens: Sequence, body: Expr):
         super().__init__()
         self.codegens = codegens
+        self.claims = [codegen.claims(body) for codegen in codegens]
 
     def visit_call(self, e: Call) -> Expr:
         call = super().visit_call(e)
         if not isinstance(e.op, Op) or e.op.name in (BEGIN, END):
             return call
-        for codegen in self.codegens:
-            if codegen.supports(e):
+        for codegen, claimed in zip(self.codegens, self.claims, strict=True):
+            if id(e) in claimed:
                 args = [Call(Op.get(BEGIN), [a], {"compiler": codegen.name})
                         for a in call.args]
                 inner = Call(call.op, args, call.attrs, span=call.span)
@@ -76,7 +78,8 @@ def AnnotateTarget(compilers: Sequence[str]) -> Pass:
 
     def run(module: Module, ctx: PassContext) -> Module:
         module = infer_type(to_graph_normal_form(module))
-        return infer_type(_with_main(module, _Annotate(codegens).visit(module["main"].body)))
+        body = module["main"].body
+        return infer_type(_with_main(module, _Annotate(codegens, body).visit(body)))
 
     return module_pass("AnnotateTarget", 0)(run)
 

@@ -14,7 +14,11 @@
    (after a ReLU) is unsigned, 0..255, a signed one -127..127; weights' scales come from
    their largest
    magnitude, one scale per output channel (``per_channel``, the default) or one for the
-   tensor, rounded to a power of two with ``weight_scale="power2"``.
+   tensor, rounded to a power of two with ``weight_scale="power2"``. For an integer-only
+   accelerator (``vta``: int8 x int8 products, requantization by shifts),
+   ``signed_activations`` makes every activation int8 and ``power2_scales`` rounds every
+   scale up to a power of two, so that each requantization is a rounding shift
+   (``VTA_QCONFIG`` sets both, with one scale per tensor).
 3. ``realize(calibrated)``: the simulation becomes integer arithmetic. Quantized inputs
    become int8 or uint8 (``qnn.quantize``, or constants folded for weights), ``conv2d``/``dense``
    accumulate in int32 with the product of their inputs' scales (per output channel with
@@ -49,7 +53,7 @@ from .infer_type import infer_type
 from .pass_infra import PassContext, Sequential
 from .simplify_inference import SimplifyInference
 
-__all__ = ["QConfig", "annotate", "calibrate", "quantize", "realize"]
+__all__ = ["VTA_QCONFIG", "QConfig", "annotate", "calibrate", "quantize", "realize"]
 
 SQ = "qnn.simulated_quantize"
 CALIBRATE_MODES = ("max", "percentile", "kl_divergence")
@@ -67,6 +71,8 @@ class QConfig:
     percentile: float = 99.99
     weight_scale: str = "max"
     per_channel: bool = True
+    signed_activations: bool = False
+    power2_scales: bool = False
 
     def __post_init__(self) -> None:
         if self.calibrate_mode not in CALIBRATE_MODES:
@@ -78,6 +84,19 @@ class QConfig:
         if self.nbit_activation != 8 or self.nbit_weight != 8:
             raise ValueError("only 8-bit quantization is realized (int8 with int32 "
                              "accumulation)")
+        if self.power2_scales and self.per_channel:
+            raise ValueError("power2_scales takes one scale per tensor (per_channel=False): "
+                             "per-channel scales requantize with one multiplier per channel")
+
+
+#: Quantization for the ``vta`` accelerator: int8 activations and weights, one
+#: power-of-two scale per tensor (every requantization a rounding shift on its ALU).
+VTA_QCONFIG = QConfig(per_channel=False, signed_activations=True, power2_scales=True)
+
+
+def _power2(scale: float | np.ndarray) -> float | np.ndarray:
+    """The smallest power of two at least ``scale``."""
+    return 2.0 ** np.ceil(np.log2(scale))
 
 
 # ------------------------------------------------------------------------------ annotate
@@ -194,8 +213,10 @@ def _activation_scale(samples: list[np.ndarray], config: QConfig) -> tuple[float
         threshold = float(np.percentile(magnitudes, config.percentile))
     else:
         threshold = _kl_threshold(magnitudes)
+    signed = signed or config.signed_activations
     _, top = bit_range(config.nbit_activation, signed)
-    return max(threshold, 1e-8) / top, signed
+    scale = max(threshold, 1e-8) / top
+    return (float(_power2(scale)) if config.power2_scales else scale), signed
 
 
 def _weight_scale(w: np.ndarray, config: QConfig) -> float | tuple[float, ...]:
@@ -205,8 +226,8 @@ def _weight_scale(w: np.ndarray, config: QConfig) -> float | tuple[float, ...]:
     largest = np.maximum(magnitude if config.per_channel else magnitude.max(keepdims=True),
                          1e-8)
     if config.weight_scale == "power2":
-        largest = 2.0 ** np.ceil(np.log2(largest))
-    scales = largest / top
+        largest = _power2(largest)
+    scales = _power2(largest / top) if config.power2_scales else largest / top
     return tuple(float(v) for v in scales) if config.per_channel else float(scales[0])
 
 

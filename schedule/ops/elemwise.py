@@ -146,6 +146,20 @@ def bias_add(data: Tensor, bias: Tensor, axis: int = 1, name: str = "T_bias_add"
                       tag=tags.make(tags.INJECTIVE, tags.BROADCAST))
 
 
+def bias_activation(x: Tensor, bias: Tensor | None, activation: str, axis: int = 1) -> Tensor:
+    """A layer's epilogue: ``activation(x + bias)`` with the bias along ``axis`` (stages
+    ``T_bias_add``, then ``T_relu`` / ``T_gelu``; ``activation`` none, relu or gelu)."""
+    if bias is not None:
+        x = bias_add(x, bias, axis=axis)
+    if activation == "relu":
+        return relu(x)
+    if activation == "gelu":
+        return gelu(x)
+    if activation != "none":
+        raise ValueError(f"activation must be none, relu or gelu, got {activation!r}")
+    return x
+
+
 # name -> (number of tensor operands, builder, works on integer dtypes)
 CLIP_RANGE = (-1, 1)
 CHAIN_OPS: dict[str, tuple[int, Callable[..., Tensor], bool]] = {

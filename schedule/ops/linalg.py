@@ -6,7 +6,7 @@ from .. import te
 from ..tensor import Tensor
 from . import tags
 from ._util import check_ndim, same_dtype, to
-from .elemwise import bias_add, gelu, relu
+from .elemwise import bias_activation
 
 ACTIVATIONS = ("none", "relu", "gelu")
 
@@ -49,13 +49,7 @@ def dense(X: Tensor, W: Tensor, bias: Tensor | None = None, activation: str = "n
     k = te.reduce_axis((0, K), name="k")
     out = te.compute((M, N), lambda i, j: te.sum(to(dtype, X[i, k]) * to(dtype, W[j, k]), axis=k),
                      name="T_dense", tag=tags.make(tags.REDUCTION, "dense"))
-    if bias is not None:
-        out = bias_add(out, bias, axis=1)
-    if activation == "relu":
-        out = relu(out)
-    elif activation == "gelu":
-        out = gelu(out)
-    return out
+    return bias_activation(out, bias, activation, axis=1)
 
 
 def dense_blocked_int8(X: Tensor, W: Tensor) -> Tensor:

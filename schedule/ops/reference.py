@@ -74,10 +74,7 @@ def matmul(a: np.ndarray, b: np.ndarray, transpose_a: bool = False, transpose_b:
 
 def dense(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None,
           activation: str = "none", out_dtype: str | None = None) -> np.ndarray:
-    y = _wide(x) @ _wide(w).T
-    if bias is not None:
-        y = y + _wide(bias)[None, :]
-    y = {"none": lambda v: v, "relu": _relu, "gelu": _gelu}[activation](y)
+    y = bias_activation(_wide(x) @ _wide(w).T, bias, activation, axis=1)
     return _out(y, out_dtype or x.dtype)
 
 
@@ -295,6 +292,16 @@ def bias_add(data: np.ndarray, bias: np.ndarray, axis: int = 1) -> np.ndarray:
     shape = [1] * data.ndim
     shape[axis] = bias.shape[0]
     return _out(_wide(data) + _wide(bias).reshape(shape), data.dtype)
+
+
+def bias_activation(y: np.ndarray, bias: np.ndarray | None, activation: str,
+                    axis: int = 1) -> np.ndarray:
+    """``activation(y + bias)`` with the bias along ``axis``, in ``y``'s (wide) dtype."""
+    if bias is not None:
+        shape = [1] * y.ndim
+        shape[axis % y.ndim] = bias.shape[0]
+        y = y + _wide(bias).reshape(shape)
+    return {"none": lambda v: v, "relu": _relu, "gelu": _gelu}[activation](y)
 
 
 _CHAIN_BINARY = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}

@@ -25,7 +25,7 @@ from .conv import (
     conv2d_nhwc,
     depthwise_conv2d_nchw,
 )
-from .elemwise import CHAIN_OPS, elementwise_chain, requantize
+from .elemwise import CHAIN_OPS, bias_activation, elementwise_chain, requantize
 from .linalg import ACTIVATIONS, batch_matmul, dense, dense_blocked_int8, matmul
 from .nn import layer_norm, log_softmax, softmax
 from .pool import avg_pool2d, max_pool2d
@@ -119,10 +119,23 @@ MATMUL = OpSpec(
 )
 
 
-def _dense_out(p: P) -> str:
+def _epilogue_out(p: P, product: str) -> str:
+    """The output's name after a layer's bias and activation (``product`` without them)."""
     if p["activation"] != "none":
         return f"T_{p['activation']}"
-    return "T_bias_add" if p["bias"] else "T_dense"
+    return "T_bias_add" if p["bias"] else product
+
+
+def _check_activation(p: P) -> None:
+    if p["activation"] == "gelu" and not p["dtype"].startswith("float"):
+        fail("activation", f"gelu needs a float dtype, got {p['dtype']}")
+
+
+def _epilogue_params(bias_default: bool) -> tuple[Param, ...]:
+    return (Param("bias", "bool", default=bias_default,
+                  description="add a bias vector (int32 for int8 inputs)"),
+            Param("activation", "str", default="none", choices=ACTIVATIONS,
+                  description="activation after the bias"))
 
 
 def _dense_args(p: P) -> list[Arg]:
@@ -131,12 +144,11 @@ def _dense_args(p: P) -> list[Arg]:
     args = [Arg("X", (M, K), dt, lo, hi), Arg("W", (N, K), dt, lo, hi)]
     if p["bias"]:
         args.append(Arg("bias", (N,), _acc(dt), lo, hi))
-    return [*args, _result_arg(_dense_out(p), (M, N), p)]
+    return [*args, _result_arg(_epilogue_out(p, "T_dense"), (M, N), p)]
 
 
 def _dense_check(p: P) -> None:
-    if p["activation"] == "gelu" and not p["dtype"].startswith("float"):
-        fail("activation", f"gelu needs a float dtype, got {p['dtype']}")
+    _check_activation(p)
     _check_requant(p)
 
 
@@ -144,10 +156,7 @@ DENSE = OpSpec(
     name="dense",
     description="Y[M, N] = activation(X[M, K] @ W[N, K]^T + bias[N]) (TVM dense layout)",
     params=(_dim("M", "rows (batch)"), _dim("N", "output features"),
-            _dim("K", "input features"),
-            Param("bias", "bool", default=True, description="add a bias vector"),
-            Param("activation", "str", default="none", choices=ACTIVATIONS,
-                  description="activation after the bias"),
+            _dim("K", "input features"), *_epilogue_params(bias_default=True),
             _dtype(LINALG_DTYPES), REQUANT_SHIFT),
     args_fn=_dense_args,
     build_fn=lambda t, p: _requantized(dense(t[0], t[1], t[2] if p["bias"] else None,
@@ -221,6 +230,7 @@ def _check_conv(p: P) -> None:
         fail("groups", f"C={p['C']} and K={p['K']} must both be divisible by "
                        f"groups={p['groups']}")
     _check_window(p)
+    _check_activation(p)
     _check_requant(p)
 
 
@@ -230,13 +240,14 @@ def _conv_params() -> tuple[Param, ...]:
             _dim("R", "kernel height"), _dim("S", "kernel width"), *_window_params(),
             Param("groups", "int", default=1, minimum=1, maximum=MAX_DIM,
                   description="channel groups (C and K divisible by it)"),
-            _dtype(LINALG_DTYPES), REQUANT_SHIFT)
+            *_epilogue_params(bias_default=False), _dtype(LINALG_DTYPES), REQUANT_SHIFT)
 
 
 def _conv_flops(p: P) -> int:
     oh, ow = _out_hw(p)
     outputs = p["N"] * p["K"] * oh * ow
-    return outputs * (2 * (p["C"] // p["groups"]) * p["R"] * p["S"] + 3 * _requantizes(p))
+    return outputs * (2 * (p["C"] // p["groups"]) * p["R"] * p["S"] + int(p["bias"])
+                      + int(p["activation"] != "none") + 3 * _requantizes(p))
 
 
 def _conv_kwargs(p: P) -> dict[str, Any]:
@@ -255,19 +266,31 @@ def _conv_spec(op: str, description: str, build: Callable[..., Any],
         dims = {"N": p["N"], "C": p["C"], "H": p["H"], "W": p["W"]}
         taps = {"K": p["K"], "C": p["C"] // p["groups"], "R": p["R"], "S": p["S"]}
         out = {"N": p["N"], "K": p["K"], "H": oh, "W": ow}
+        bias = [Arg("bias", (p["K"],), _acc(dt), lo, hi)] if p["bias"] else []
         return [Arg("data", tuple(dims[d] for d in data_layout), dt, lo, hi),
-                Arg("kernel", tuple(taps[d] for d in kernel_layout), dt, lo, hi),
-                _result_arg("conv", tuple(out[d] for d in out_layout), p)]
+                Arg("kernel", tuple(taps[d] for d in kernel_layout), dt, lo, hi), *bias,
+                _result_arg(_epilogue_out(p, "conv"), tuple(out[d] for d in out_layout), p)]
+
+    channel = out_layout.index("K")
+
+    def build_fn(t: list, p: P) -> Any:
+        conv = build(t[0], t[1], groups=p["groups"], **_conv_kwargs(p))
+        bias = t[2] if p["bias"] else None
+        return _requantized(bias_activation(conv, bias, p["activation"], channel), p)
+
+    def reference_fn(a: list, p: P) -> Any:
+        conv = reference(a[0], a[1], groups=p["groups"], **_conv_kwargs(p))
+        bias = a[2] if p["bias"] else None
+        out = ref.bias_activation(conv, bias, p["activation"], channel).astype(conv.dtype)
+        return _requantized_reference(out, p)
 
     return OpSpec(
         name=op,
-        description=description,
+        description=f"{description}; then optionally a bias along K and an activation",
         params=_conv_params(),
         args_fn=args,
-        build_fn=lambda t, p: _requantized(build(t[0], t[1], groups=p["groups"],
-                                                 **_conv_kwargs(p)), p),
-        reference_fn=lambda a, p: _requantized_reference(reference(
-            a[0], a[1], groups=p["groups"], **_conv_kwargs(p)), p),
+        build_fn=build_fn,
+        reference_fn=reference_fn,
         flops_fn=_conv_flops,
         check_fn=_check_conv,
     )

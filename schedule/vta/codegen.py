@@ -10,8 +10,11 @@ the stream. Inside them, each innermost nest becomes instructions by what it sto
 - a store into the ``acc`` buffer through the GEMM intrinsic's loops (``tensorize``): a GEMM
   whose two largest outer loops are the instruction's loops and whose others are unrolled
   into micro-ops; a constant store there (the reduction's init) is a resetting GEMM;
+- a copy from a memory tensor into an ``acc`` buffer (a layer's bias): LOADs of accumulator
+  entries (compute module);
 - a store into a memory tensor of an expression of the accumulator (shift right, max, min,
-  add, mul by constants, then a cast to int8): ALU instructions in place, then a STORE.
+  add, mul by constants; add of such a copied accumulator tile), then a cast to int8: ALU
+  instructions in place, then a STORE.
 
 Buffers are placed in their on-chip memories as the loop nest allocates them (a buffer
 over capacity is an invalid schedule, with a message naming it). A loop bound to
@@ -165,11 +168,13 @@ class _Codegen:
         """Memory arguments in DRAM order, each classed by the buffer it moves to or from
         (found from the copies that read it, or the stores that write it)."""
         mems: dict[Buffer, str] = {}
+        self.acc_copies = {s.buffer for s in walk_stmts(self.func.body)
+                           if isinstance(s, Store) and _is_acc_copy(s)}
         for s in walk_stmts(self.func.body):
             if isinstance(s, Store):
                 if s.buffer.scope == "global":
                     mems[s.buffer] = "out"
-                elif s.buffer.scope in ("inp", "wgt"):
+                elif s.buffer.scope in ("inp", "wgt") or _is_acc_copy(s):
                     source, _ = _copy_source(s.value)
                     if isinstance(source.source, Buffer) and source.source.scope == "global":
                         mems[source.source] = s.buffer.scope
@@ -308,7 +313,7 @@ class _Codegen:
     def nest(self, s: Stmt, lanes: list[_Lane]) -> None:
         loops, tensorized, store = _peel(s)
         scope = store.buffer.scope
-        if scope in ("inp", "wgt"):
+        if scope in ("inp", "wgt") or _is_acc_copy(store):
             for lane in lanes:
                 self.load(loops, store, lane)
         elif scope == "acc":
@@ -494,7 +499,7 @@ class _Codegen:
     def alu_store(self, loops: list[_Loop], store: Store, lane: _Lane) -> None:
         if store.buffer not in self.args or store.buffer.dtype != "int8":
             raise VtaCodegenError(f"vta: {store.buffer.name} is not an int8 output argument")
-        ops, acc_load = _alu_ops(store.value)
+        ops, acc_load = _alu_ops(store.value, self.acc_copies)
         acc = acc_load.source
         outer = self._entry_loops(store.indices, acc_load.indices, loops,
                                   f"the store of {store.buffer.name}")
@@ -504,9 +509,18 @@ class _Codegen:
         region = self.region(acc, lane)
         base = lane.bases[acc]
         on_chip = _Affine(sram.base + base, sram.coef)
-        for op, imm in ops:
-            insn = Alu(op, self._loops(outer, on_chip, on_chip, None), imm)
-            self.add(insn, reads=[region], writes=[region])
+        for op, operand in ops:
+            if isinstance(operand, Load):  # an accumulator tile copied from memory
+                self._entry_loops(store.indices, operand.indices, loops,
+                                  f"the {op} of {operand.source.name}")
+                src = self.affine(operand.source, operand.indices, lane, outer)
+                src.base += lane.bases[operand.source]
+                insn = Alu(op, self._loops(outer, on_chip, src, None), None)
+                reads = [region, self.region(operand.source, lane)]
+            else:
+                insn = Alu(op, self._loops(outer, on_chip, on_chip, None), operand)
+                reads = [region]
+            self.add(insn, reads=reads, writes=[region])
         arg = self.args[store.buffer]
         for s_addr, d_addr, y, x, stride in self._dma(outer, sram, dram):
             insn = StoreInsn(base + s_addr, arg.base + d_addr, y, x, stride)
@@ -572,14 +586,33 @@ def _conditions_by_var(cond: Expr, loop_vars: set[Var]) -> dict[Var | None, list
     return grouped
 
 
-def _alu_ops(value: Expr) -> tuple[list[tuple[str, int]], Load]:
+def _is_acc_copy(store: Store) -> bool:
+    """Whether ``store`` fills an accumulator buffer with a plain copy of memory (a bias)."""
+    value = store.value
+    return store.buffer.scope == "acc" and isinstance(value, Load) and \
+        isinstance(value.source, Buffer) and value.source.scope == "global"
+
+
+def _acc_load(e: Expr) -> bool:
+    return isinstance(e, Load) and isinstance(e.source, Buffer) and e.source.scope == "acc"
+
+
+def _alu_ops(value: Expr, copies: set[Buffer]) -> tuple[list[tuple[str, int | Load]], Load]:
     """The ALU operations (in the order they apply) that turn an accumulator entry into the
-    stored value: ``int8(op_n(...op_1(acc, c1)..., cn))``."""
+    stored value: ``int8(op_n(...op_1(acc, c1)..., cn))``, each ``c`` an immediate or (for
+    an add) the entry of an accumulator buffer in ``copies`` (filled from memory)."""
     if not (isinstance(value, Cast) and value.dtype == "int8"):
         raise VtaCodegenError("vta: an output is the accumulator cast to int8 (requantized)")
-    ops: list[tuple[str, int]] = []
+    ops: list[tuple[str, int | Load]] = []
     e = value.value
     while isinstance(e, Binary):
+        if e.op == "+" and _acc_load(e.a) and _acc_load(e.b):
+            copied, e = (e.b, e.a) if e.b.source in copies else (e.a, e.b)
+            if copied.source not in copies:
+                raise VtaCodegenError("vta: an output adds two accumulators; the ALU adds "
+                                      "one tile copied from memory (a bias)")
+            ops.append(("add", copied))
+            continue
         if not isinstance(e.b, Const):
             raise VtaCodegenError(f"vta: the ALU takes immediate operands here, not {e.b}")
         c = int(e.b.value)
@@ -590,7 +623,7 @@ def _alu_ops(value: Expr) -> tuple[list[tuple[str, int]], Load]:
         else:
             raise VtaCodegenError(f"vta: the ALU has no operation for {e.op} by {c}")
         e = e.a
-    if not (isinstance(e, Load) and isinstance(e.source, Buffer) and e.source.scope == "acc"):
+    if not _acc_load(e):
         raise VtaCodegenError("vta: an output must be computed from the accumulator")
     return ops[::-1], e
 

@@ -16,8 +16,11 @@ With the core's ``BATCH x BLOCK_IN x BLOCK_OUT`` (B, BI, BO):
 
 Every dimension is padded with zeros to whole blocks on the host, and the output cropped.
 In both, ``C`` (int32, the accumulator) is the sum of int8 products and ``Y`` its
-requantization (ALU operations). Packing is the host's work (a model's weights are packed
-once, when it is compiled); the accelerator's cycles are what a measurement reports.
+requantization (ALU operations), after the layer's optional int32 bias (per output
+feature / channel: packed ``(N/BO, B, BO)``, each accumulator entry's bias, loaded into the
+accumulator buffer and added there) and ReLU. Packing is the host's work (a model's
+weights are packed once, when it is compiled); the accelerator's cycles are what a
+measurement reports.
 """
 
 from __future__ import annotations
@@ -128,9 +131,40 @@ class GemmShape:
         return (tile - 1) * self.stride + self.r
 
 
-def _requantized(acc: Tensor, shift: int) -> Tensor:
-    return compute(acc.shape, lambda *i: cast("int8", te_min(te_max(
-        floordiv(acc[i], 1 << shift), -128), 127)), name="Y")
+@dataclass(frozen=True)
+class BiasPacking:
+    """A bias of ``n`` int32 values as accumulator entries: zero-padded to whole ``block``s
+    and repeated over the ``batch`` rows of an entry, ``(n / block, batch, block)``."""
+
+    n: int
+    batch: int
+    block: int
+
+    @property
+    def packed_shape(self) -> tuple[int, ...]:
+        return (math.ceil(self.n / self.block), self.batch, self.block)
+
+    def pack(self, bias: np.ndarray) -> np.ndarray:
+        blocks, batch, block = self.packed_shape
+        padded = np.zeros(blocks * block, np.int32)
+        padded[: self.n] = bias
+        rows = np.broadcast_to(padded.reshape(blocks, 1, block), self.packed_shape)
+        return np.ascontiguousarray(rows)
+
+
+def _requantized(acc: Tensor, shift: int, bias: Tensor | None, relu: bool) -> Tensor:
+    """``Y = int8(clip(relu(C + bias) >> shift))`` (bias indexed by the output block and
+    the entry's row and column)."""
+
+    def body(*i):
+        v = acc[i]
+        if bias is not None:
+            v = v + bias[i[1], i[-2], i[-1]]
+        if relu:
+            v = te_max(v, 0)
+        return cast("int8", te_min(te_max(floordiv(v, 1 << shift), -128), 127))
+
+    return compute(acc.shape, body, name="Y")
 
 
 class VtaCompute:
@@ -157,25 +191,22 @@ class VtaCompute:
 
     def _dense(self, p: dict) -> None:
         """Dense (``X @ W^T``) or matmul (``A @ B``, either transposed): one GEMM."""
-        if self.op == "dense" and (p["bias"] or p["activation"] != "none"):
-            raise VtaUnsupported(f"vta computes dense with no bias and no activation; got "
-                                 f"{self.workload}")
         c = self.config
         m, n, k = p["M"], p["N"], p["K"]
         matmul = self.op == "matmul"
         self.packings = [
             Packing((m, k), (c.batch, c.block_in), matmul and p["transpose_a"]),
             Packing((n, k), (c.block_out, c.block_in), matmul and not p["transpose_b"]),
-            Packing((m, n), (c.batch, c.block_out))]
+            *self._bias_packing(p, n), Packing((m, n), (c.batch, c.block_out))]
         x = placeholder(self.packings[0].packed_shape, "int8", name="X")
         w = placeholder(self.packings[1].packed_shape, "int8", name="W")
         ko = reduce_axis((0, x.shape[1]), name="ko")
         ki = reduce_axis((0, c.block_in), name="ki")
-        acc = compute(self.packings[2].packed_shape,
+        acc = compute(self.packings[-1].packed_shape,
                       lambda mo, no, mi, ni: te_sum(cast("int32", x[mo, ko, mi, ki])
                                                     * cast("int32", w[no, ko, ni, ki]),
                                                     axis=[ko, ki]), name="C")
-        self.tensors: list[Tensor] = [x, w, _requantized(acc, p["requant_shift"])]
+        self.tensors: list[Tensor] = [x, w, *self._epilogue(acc, p)]
         self.shape = GemmShape(x.shape[0], w.shape[0], x.shape[1])
         self.macs = m * n * k
 
@@ -193,6 +224,7 @@ class VtaCompute:
         oh, ow = (h + 2 * ph - r) // sh + 1, (wd + 2 * pw - r) // sw + 1
         self.packings = [Packing((n, ch, h, wd), (c.batch, c.block_in)),
                          Packing((k, ch, r, r), (c.block_out, c.block_in)),
+                         *self._bias_packing(p, k),
                          Packing((n, k, oh, ow), (c.batch, c.block_out))]
         data = placeholder(self.packings[0].packed_shape, "int8", name="D")
         kernel = placeholder(self.packings[1].packed_shape, "int8", name="Kn")
@@ -209,14 +241,25 @@ class VtaCompute:
         ci = reduce_axis((0, data.shape[1]), name="ci")
         ry, rx = reduce_axis((0, r), name="ry"), reduce_axis((0, r), name="rx")
         cb = reduce_axis((0, c.block_in), name="cb")
-        acc = compute(self.packings[2].packed_shape,
+        acc = compute(self.packings[-1].packed_shape,
                       lambda b, o, y, x, i, j: te_sum(
                           cast("int32", padded[b, ci, y * sh + ry, x * sw + rx, i, cb])
                           * cast("int32", kernel[o, ci, ry, rx, j, cb]),
                           axis=[ci, ry, rx, cb]), name="C")
-        self.tensors = [data, kernel, _requantized(acc, p["requant_shift"])]
+        self.tensors = [data, kernel, *self._epilogue(acc, p)]
         self.shape = GemmShape(data.shape[0], kernel.shape[0], data.shape[1], oh, ow, r, r, sh)
         self.macs = n * k * oh * ow * ch * r * r
+
+    def _bias_packing(self, p: dict, features: int) -> list[BiasPacking]:
+        c = self.config
+        return [BiasPacking(features, c.batch, c.block_out)] if p.get("bias") else []
+
+    def _epilogue(self, acc: Tensor, p: dict) -> list[Tensor]:
+        """The bias placeholder (when the layer has one) and the requantized output."""
+        bias = placeholder(self.packings[2].packed_shape, "int32", name="Bias") \
+            if p.get("bias") else None
+        out = _requantized(acc, p["requant_shift"], bias, p.get("activation") == "relu")
+        return [out] if bias is None else [bias, out]
 
     # ------------------------------------------------------------------ host side
     def pack_inputs(self, inputs: list[np.ndarray]) -> list[np.ndarray]:
@@ -261,11 +304,11 @@ class VtaCompute:
         shape): output tiles with the accumulator in the acc buffer, computed per tile;
         input and weight tiles cached into their buffers per reduction tile; the core's
         intrinsic on the innermost block; the tiles of one axis spread over virtual threads;
-        requantization per output tile."""
+        the bias tile loaded into the acc buffer and requantization per output tile."""
         self.check_template(t)
         s = create_schedule(self.tensors[-1])
-        inp, wgt, out = self.tensors
-        acc = out.op.input_tensors[0]
+        inp, wgt, *bias, out = self.tensors
+        acc = next(t for t in out.op.input_tensors if getattr(t.op, "reduce_axis", None))
         so, sc = s[out], s[acc]
         sc.set_scope("acc")
         names = ("m", "n", "h", "w") if self.op == "conv2d_nchw" else ("m", "n")
@@ -295,4 +338,7 @@ class VtaCompute:
             s[cached].compute_at(sc, k_outer)
         if source is not inp:
             s[source].compute_inline()  # the padding: written by the DMA
+        for tensor in bias:
+            cached = s.cache_read(tensor, "acc", [so])
+            s[cached].compute_at(so, loops[-1])
         return Steps.of(s.steps)

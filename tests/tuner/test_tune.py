@@ -383,3 +383,25 @@ def test_a_stored_record_whose_steps_are_no_schedule_is_skipped(db: Database):
     assert db.add_records([odd]) == 1  # the database takes any JSON steps
     again = tune(SMALL, "cpu", trials=4, db=db, batch_size=4, reconfirm=2, measure=FAST)
     assert again.status == "succeeded" and again.trials == 4
+
+
+def test_a_task_whose_search_space_fails_is_rejected_and_the_others_go_on(
+        db: Database, monkeypatch: pytest.MonkeyPatch):
+    broken = Workload.op("matmul", M=16, N=16, K=16)
+    real = runner_module.make_policy
+
+    def make_policy(task, *args, **kwargs):
+        if task.workload.key == broken.key:
+            raise ValueError("a sketch rule failed")
+        return real(task, *args, **kwargs)
+
+    monkeypatch.setattr(runner_module, "make_policy", make_policy)
+    result = tune([SMALL, broken], "cpu", trials=8, db=db, batch_size=4, reconfirm=0,
+                  measure=FAST)
+    assert result.status == "succeeded" and result.trials == 8
+    assert result.task(SMALL).trials == 8 and result.best(SMALL) is not None
+    rejected = result.task(broken)
+    assert rejected.state == "rejected" and rejected.trials == 0
+    assert "search space cannot be built: ValueError: a sketch rule failed" in rejected.error
+    only = tune(broken, "cpu", trials=4, db=db, batch_size=4, reconfirm=0, measure=FAST)
+    assert only.status == "failed" and "search space cannot be built" in only.error

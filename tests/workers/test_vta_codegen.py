@@ -118,9 +118,6 @@ def test_what_the_accelerator_cannot_run_is_refused_with_the_reason() -> None:
         compile_workload(workload, untensorized, CONFIG)
     with pytest.raises(VtaCodegenError, match="neither copied into an inp / wgt buffer"):
         compile_workload(workload, [], CONFIG)
-    with pytest.raises(VtaUnsupported, match="no bias"):
-        VtaCompute(Workload.op("dense", M=4, N=32, K=32, dtype="int8", requant_shift=2),
-                   CONFIG)
     with pytest.raises(VtaUnsupported, match="stays on the host cpu"):
         VtaCompute(Workload.op("batch_matmul", B=2, M=4, N=32, K=32, dtype="int8"), CONFIG)
     with pytest.raises(VtaUnsupported, match="requant_shift >= 0"):
@@ -255,6 +252,38 @@ def test_each_lane_loads_a_reduction_step_together_so_its_loads_never_wait_behin
     gemms = ["reset" if i.reset else "gemm" for i in program.instructions
              if type(i).__name__ == "Gemm"]
     assert gemms[:3] == ["reset", "gemm", "reset"]
+
+
+@pytest.mark.parametrize(("workload", "template"), [
+    (Workload.op("dense", M=4, N=64, K=64, dtype="int8", requant_shift=5), Template(2, 2, 2)),
+    (Workload.op("dense", M=4, N=48, K=32, dtype="int8", requant_shift=4, activation="relu"),
+     Template(1, 3, 2, 1)),
+    (Workload.op("dense", M=8, N=64, K=32, dtype="int8", requant_shift=4, activation="relu"),
+     Template(2, 2, 1, 2, "n")),
+    (Workload.op("conv2d_nchw", N=1, C=32, H=8, W=8, K=64, R=3, S=3, padding=1, bias=True,
+                 activation="relu", dtype="int8", requant_shift=6),
+     Template(1, 1, 1, 2, "n", 4, 8)),
+    (Workload.op("conv2d_nchw", N=1, C=16, H=9, W=9, K=32, R=1, S=1, stride=2, bias=True,
+                 dtype="int8", requant_shift=3), Template(1, 2, 1, 1, "n", 5, 5)),
+])
+def test_a_layers_bias_and_relu_run_on_the_alu(workload: Workload, template: Template) -> None:
+    """The bias is loaded into the accumulator buffer per output tile and added there; the
+    ReLU is an ALU max; the output equals numpy's layer (random biases in -8..8 and, to
+    exercise them, large ones)."""
+    compute = VtaCompute(workload, CONFIG)
+    _, program = compile_workload(workload, compute.template_steps(template), CONFIG)
+    loads = [i for i in program.instructions if type(i).__name__ == "Load"]
+    assert any(str(i.mem).lower().endswith("acc") for i in loads)
+    for seed, scale in ((3, 1), (4, 3000)):
+        inputs = workload.random_inputs(seed)
+        inputs[2] = (inputs[2].astype(np.int64) * scale).astype(np.int32)
+        dram = program.dram_image(compute.pack_inputs(inputs), CONFIG)
+        result = Simulator(CONFIG).run(program.instructions, dram)
+        out = compute.unpack_output(program.output(result.dram, CONFIG))
+        (expected,) = workload.reference(inputs)
+        assert np.array_equal(out, expected)
+        if workload.params["activation"] == "relu":
+            assert out.min() >= 0 and (expected > 0).any()
 
 
 def test_what_a_conv_needs_that_vta_lacks_is_said() -> None:

@@ -52,6 +52,17 @@ def test_quantize_dequantize_and_requantize_round_half_up_and_clip():
     np.testing.assert_array_equal(dc, d)
 
 
+def test_int8_dense_accumulates_in_int32_in_both_paths():
+    x = ir.var("x", shape=(3, 40), dtype="int8")
+    w = RNG.integers(-128, 128, (5, 40)).astype("int8")
+    xs = RNG.integers(-128, 128, (3, 40)).astype("int8")
+    y, yc = run_both([x], ir.op.nn.dense(x, ir.const(w), out_dtype="int32"), [xs])
+    expected = xs.astype(np.int64) @ w.astype(np.int64).T
+    assert np.abs(expected).max() > 2 ** 15  # far outside int8 and int16
+    np.testing.assert_array_equal(y, expected)
+    np.testing.assert_array_equal(yc, expected)
+
+
 def test_requantize_per_channel_and_its_kernel():
     x = ir.var("x", shape=(2, 3, 4), dtype="int32")
     factors = np.array([0.5, 0.031, 0.9])
