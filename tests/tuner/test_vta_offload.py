@@ -1,7 +1,7 @@
 """The ``vta`` external codegen: quantized layers (conv2d / dense, bias, relu, requantize by
 a power of two) partitioned into ``Compiler="vta"`` regions and run on the simulated
 accelerator give exactly the integers the IR computes (interpreter), through the graph
-executor and the VM; what the accelerator cannot compute stays on the host; layers take
+executor, the VM and the AOT library; what the accelerator cannot compute stays on the host; layers take
 their tuned schedules from the database; the offloaded region reports simulated cycles."""
 
 from __future__ import annotations
@@ -86,14 +86,15 @@ def test_a_quantized_residual_block_runs_its_convolutions_on_vta() -> None:
                 if isinstance(e, ir.Call) and isinstance(e.op, ir.Op)}
     assert "add" in host_ops and "nn.conv2d" not in host_ops
     graph, machine = ir.build(parted, "cpu"), ir.backend.vm.compile(parted, "cpu")
-    vm = ir.backend.VirtualMachine(machine)
+    vm, aot = ir.backend.VirtualMachine(machine), ir.aot_compile(parted, target="cpu")
     for _ in range(3):
         x = RNG.standard_normal((1, 16, 8, 8)).astype("float32")
         expected = ir.evaluate(quantized, x)
         np.testing.assert_array_equal(graph(x), expected)
         np.testing.assert_array_equal(vm(x), expected)
+        np.testing.assert_array_equal(aot(x), expected)
     module_ = ir.backend.external.external_function(region)
-    assert module_.stats["calls"] >= 3 and module_.stats["cycles"] > 0
+    assert module_.stats["calls"] >= 9 and module_.stats["cycles"] > 0
     described = json.loads(module_.describe())["layers"]
     assert [layer["op"] for layer in described] == ["conv2d_nchw", "conv2d_nchw"]
     assert described[0]["params"]["activation"] == "relu" and described[0]["instructions"]
