@@ -1,8 +1,9 @@
 """The ``vta`` external codegen: quantized layers (conv2d / dense, bias, relu, requantize by
 a power of two) partitioned into ``Compiler="vta"`` regions and run on the simulated
 accelerator give exactly the integers the IR computes (interpreter), through the graph
-executor, the VM and the AOT library; what the accelerator cannot compute stays on the host; layers take
-their tuned schedules from the database; the offloaded region reports simulated cycles."""
+executor, the VM and the AOT library; what the accelerator cannot compute stays on the
+host; layers take their tuned schedules from the database; the offloaded region reports
+simulated cycles."""
 
 from __future__ import annotations
 
