@@ -13,8 +13,8 @@ Each layer becomes a ``conv2d_nchw`` / ``dense`` workload (int8, bias, relu,
 ``requant_shift``). Its requantization is a floor shift, ``qnn.requantize``'s rounds half
 up: adding ``2**(shift-1)`` to the bias makes them the same (the ReLU commutes with the
 rounded shift), so the accelerator computes exactly the IR's integers. Its schedule is the
-best record for the vta target in the database (``use_vta(db=...)``), else the
-template's default; its program is generated once, with the weights and bias packed into
+best record for the vta target in the database (``use_vta(db=...)``), else (or when that
+record no longer compiles: a warning) the template's default; its program is generated once, with the weights and bias packed into
 the core's layout. A call packs the data, runs each layer's program on the simulator
 (``workers.VtaSimulator``: bit-exact, its time cycle-approximate, so figures are labelled
 simulated) and unpacks the result; ``stats`` counts the simulated cycles.
@@ -23,6 +23,7 @@ simulated) and unpacks the result; ``stats`` counts the simulated cycles.
 from __future__ import annotations
 
 import json
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +31,7 @@ from typing import Any
 import numpy as np
 
 import ir
-from schedule import Target, Workload, vta
+from schedule import ScheduleError, Target, Workload, vta
 from workers import VtaSimulator
 
 __all__ = ["VtaCodegen", "VtaRegion", "use_vta"]
@@ -176,10 +177,14 @@ class VtaRegion(ir.ExternalModule):
 
     def _compile(self, layer: _Layer, schedules: Schedules | None) -> _Compiled:
         compute = vta.VtaCompute(layer.workload, self.config)
+        default = compute.template_steps(compute.default_template())
         steps = schedules(layer.workload) if schedules is not None else None
-        if steps is None:
-            steps = compute.template_steps(compute.default_template())
-        _, program = vta.compile_workload(layer.workload, steps, self.config)
+        try:
+            _, program = vta.compile_workload(layer.workload, steps or default, self.config)
+        except ScheduleError as err:  # a stale or foreign record: the layer still runs
+            warnings.warn(f"vta: the tuned schedule of {layer.workload} does not compile "
+                          f"({err}); using the default", stacklevel=2)
+            _, program = vta.compile_workload(layer.workload, default, self.config)
         packed = [compute.packings[1].pack(layer.weight)]
         if layer.bias is not None:
             packed.append(compute.packings[2].pack(layer.bias))

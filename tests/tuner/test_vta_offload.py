@@ -148,6 +148,22 @@ def test_a_layer_whose_intermediate_is_used_twice_is_not_taken() -> None:
     assert not _regions(ir.transform.partition_for(module, ["vta"]))
 
 
+def test_a_tuned_schedule_that_no_longer_compiles_falls_back_to_the_default() -> None:
+    module = _layer(4, True, True, dense=True)
+    [workload] = VtaCodegen().layer_workloads(module)
+    stale = [["split", "Y", 9, [7], True]]  # no such axis: not a schedule of this workload
+    try:
+        ir.register_codegen(VtaCodegen(schedules=lambda wl: stale), override=True)
+        parted = ir.transform.partition_for(module, ["vta"])
+        with pytest.warns(UserWarning, match="does not compile"):
+            compiled = ir.build(parted, "cpu")
+        x = RNG.integers(-128, 128, (4, 48)).astype("int8")
+        np.testing.assert_array_equal(compiled(x), ir.evaluate(module, x))
+        assert workload.op_name == "dense"
+    finally:
+        use_vta()
+
+
 def test_power2_scales_need_one_scale_per_tensor() -> None:
     with pytest.raises(ValueError, match="per_channel=False"):
         QConfig(power2_scales=True)
