@@ -14,10 +14,11 @@ Each layer becomes a ``conv2d_nchw`` / ``dense`` workload (int8, bias, relu,
 up: adding ``2**(shift-1)`` to the bias makes them the same (the ReLU commutes with the
 rounded shift), so the accelerator computes exactly the IR's integers. Its schedule is the
 best record for the vta target in the database (``use_vta(db=...)``), else (or when that
-record no longer compiles: a warning) the template's default; its program is generated once, with the weights and bias packed into
-the core's layout. A call packs the data, runs each layer's program on the simulator
-(``workers.VtaSimulator``: bit-exact, its time cycle-approximate, so figures are labelled
-simulated) and unpacks the result; ``stats`` counts the simulated cycles.
+record no longer compiles: a warning) the template's default; its program is generated
+once, with the weights and bias packed into the core's layout. A call packs the data, runs
+each layer's program on the simulator (``workers.VtaSimulator``: bit-exact, its time
+cycle-approximate, so figures are labelled simulated) and unpacks the result; ``stats``
+counts the simulated cycles.
 """
 
 from __future__ import annotations
