@@ -110,7 +110,7 @@ def run(args: argparse.Namespace, workdir: Path) -> dict[str, Any]:
             row["offloaded_macs"] = sum(macs[c.layer.workload.key]
                                         for r in offloaded for c in r.layers)
         row[f"{kind}_cycles"] = cycles
-        row[f"{kind}_simulated_ms"] = cycles / (codegen.config.clock_mhz * 1e3)
+        row[f"{kind}_simulated_ms"] = codegen.config.seconds(cycles) * 1e3
         row[f"{kind}_gemm_utilization"] = row["offloaded_macs"] / (
             cycles * codegen.config.macs_per_cycle)
     agree, errors = 0, []

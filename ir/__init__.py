@@ -100,7 +100,7 @@ from .types import (
     substitute,
 )
 from .vars import all_vars, bound_vars, free_type_vars, free_vars
-from .visitor import ExprMutator, ExprVisitor, dataflow_post_order
+from .visitor import ExprMutator, ExprVisitor, dataflow_inputs, dataflow_post_order
 
 __all__ = [
     # the interpreter, @ir.script, ANF/GNF
@@ -174,6 +174,7 @@ __all__ = [
     "bound_vars",
     "build",
     "const",
+    "dataflow_inputs",
     "dataflow_post_order",
     "evaluate",
     "extract_tasks",

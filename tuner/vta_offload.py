@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -95,7 +96,7 @@ def _product_workload(product: ir.Call, bias: bool, relu: bool, shift: int) -> W
                        **common)
 
 
-def _match(root: ir.Call, users: dict[int, int], config: vta.VtaConfig) -> _Layer | None:
+def _match(root: ir.Call, users: Counter[int], config: vta.VtaConfig) -> _Layer | None:
     """The layer ending in requantization ``root``, if the accelerator computes it."""
     shift = _shift(root)
     if shift is None:
@@ -114,7 +115,7 @@ def _match(root: ir.Call, users: dict[int, int], config: vta.VtaConfig) -> _Laye
     if not (_is(e, "nn.conv2d") or _is(e, "nn.dense")):
         return None
     calls.append(e)
-    if any(users.get(id(c), 0) != 1 for c in calls[1:]):
+    if any(users[id(c)] != 1 for c in calls[1:]):
         return None  # an intermediate value is needed elsewhere
     if shift:  # round half up, as qnn.requantize does
         bias = (0 if bias is None else bias) + (1 << (shift - 1))
@@ -137,16 +138,7 @@ def _match(root: ir.Call, users: dict[int, int], config: vta.VtaConfig) -> _Laye
 def _layers(body: ir.Expr, config: vta.VtaConfig) -> list[_Layer]:
     """Every layer of dataflow graph ``body``, in dataflow order."""
     nodes = ir.dataflow_post_order(body)
-    users: dict[int, int] = {}
-    for e in nodes:
-        if isinstance(e, ir.Call):
-            for a in e.args:
-                users[id(a)] = users.get(id(a), 0) + 1
-        elif isinstance(e, ir.Tuple):
-            for f in e.fields:
-                users[id(f)] = users.get(id(f), 0) + 1
-        elif isinstance(e, ir.TupleGetItem):
-            users[id(e.tuple_value)] = users.get(id(e.tuple_value), 0) + 1
+    users = Counter(id(a) for e in nodes for a in ir.dataflow_inputs(e))
     found = (_match(e, users, config) for e in nodes if _is(e, "qnn.requantize"))
     return [layer for layer in found if layer is not None]
 
@@ -174,7 +166,7 @@ class VtaRegion(ir.ExternalModule):
                                  "layer the accelerator computes (conv2d / dense, bias, relu, "
                                  "requantize by a power of two)")
         self.layers = [self._compile(layer, schedules) for layer in layers]
-        self.stats = {"calls": 0, "cycles": 0, "simulated_seconds": 0.0}
+        self.stats = {"calls": 0, "cycles": 0}
 
     def _compile(self, layer: _Layer, schedules: Schedules | None) -> _Compiled:
         compute = vta.VtaCompute(layer.workload, self.config)
@@ -217,7 +209,6 @@ class VtaRegion(ir.ExternalModule):
             values[id(c.layer.calls[0])] = out
             self.stats["cycles"] += result.cycles
         self.stats["calls"] += 1
-        self.stats["simulated_seconds"] = self.stats["cycles"] / (self.config.clock_mhz * 1e6)
         return value(self.func.body)
 
 

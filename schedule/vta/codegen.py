@@ -174,7 +174,7 @@ class _Codegen:
             if isinstance(s, Store):
                 if s.buffer.scope == "global":
                     mems[s.buffer] = "out"
-                elif s.buffer.scope in ("inp", "wgt") or _is_acc_copy(s):
+                elif s.buffer.scope in ("inp", "wgt") or s.buffer in self.acc_copies:
                     source, _ = _copy_source(s.value)
                     if isinstance(source.source, Buffer) and source.source.scope == "global":
                         mems[source.source] = s.buffer.scope
@@ -313,7 +313,7 @@ class _Codegen:
     def nest(self, s: Stmt, lanes: list[_Lane]) -> None:
         loops, tensorized, store = _peel(s)
         scope = store.buffer.scope
-        if scope in ("inp", "wgt") or _is_acc_copy(store):
+        if scope in ("inp", "wgt") or store.buffer in self.acc_copies:
             for lane in lanes:
                 self.load(loops, store, lane)
         elif scope == "acc":

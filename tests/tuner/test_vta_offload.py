@@ -164,6 +164,18 @@ def test_a_tuned_schedule_that_no_longer_compiles_falls_back_to_the_default() ->
         use_vta()
 
 
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"preset": "nope"}, "unknown preset 'nope'"),
+    ({"target": "cpu"}, "not a vta target"),
+    ({"target": "vta -config=3x16x16"}, "bad vta config"),
+])
+def test_a_bad_board_or_target_is_named_and_the_codegen_is_kept(kwargs, message) -> None:
+    before = ir.get_codegen("vta")
+    with pytest.raises(ValueError, match=message):
+        use_vta(**kwargs)
+    assert ir.get_codegen("vta") is before
+
+
 def test_power2_scales_need_one_scale_per_tensor() -> None:
     with pytest.raises(ValueError, match="per_channel=False"):
         QConfig(power2_scales=True)
