@@ -77,8 +77,10 @@ class _Simplify(StmtMutator):
             return None
         if isinstance(extent, Const) and extent.value == 1 and s.kind in (
                 For.SERIAL, For.PARALLEL, For.UNROLLED, For.VECTORIZED):
-            return simplify_stmt(s.body, self.ranges,
+            body = simplify_stmt(s.body, self.ranges,
                                  {**self.zeros, s.var: Const(0, s.var.dtype)})
+            return body if body is None or not s.pragmas else \
+                _PushPragmas(s.pragmas).visit(body)
         inner = dict(self.ranges)
         inner[s.var] = (0, (bounds[1] if bounds else 1 << 30) - 1)
         body = simplify_stmt(s.body, inner, self.zeros)
@@ -102,6 +104,23 @@ class _Simplify(StmtMutator):
     def visit_allocate(self, s: Allocate) -> Stmt | None:
         body = self.visit(s.body)
         return None if body is None else Allocate(s.buffer, body)
+
+
+class _PushPragmas(StmtMutator):
+    """Hand a dropped one-iteration loop's pragmas to the outermost loops inside it (an
+    ``auto_unroll_max_step`` on a cache stage's outer tile, whose loops all have one
+    iteration once it is computed at its consumer, still governs the nest below). Where
+    both carry a pragma the larger value holds, as it does for nested pragmas when
+    unrolling."""
+
+    def __init__(self, pragmas: dict[str, int]):
+        self.pragmas = pragmas
+
+    def visit_for(self, s: For) -> Stmt:
+        merged = dict(s.pragmas)
+        for name, value in self.pragmas.items():
+            merged[name] = max(value, merged.get(name, value))
+        return For(s.var, s.extent, s.kind, s.body, merged, s.intrin)
 
 
 def unroll_loops(s: Stmt, auto_max_step: int = 0, ranges: arith.Ranges | None = None) -> Stmt:

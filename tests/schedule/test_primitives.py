@@ -166,6 +166,30 @@ def test_pragma_auto_unroll_and_explicit_unroll():
     check(s, [A, B, C], mm_ref)
 
 
+def test_auto_unroll_on_a_one_iteration_loop_governs_the_loops_inside():
+    """A cache stage computed at its consumer's tile has outer loops of one iteration; the
+    search puts its unroll pragma on the outermost of them, which lowering drops: the pragma
+    must pass to the loops inside, not vanish with it."""
+    A, B, C = matmul(8, 8, 8)
+    s = te.create_schedule(C)
+    CL = s.cache_write(C, "local")
+    i, j = s[C].op.axis
+    io, ii = s[C].split(i, factor=4)
+    s[CL].compute_at(s[C], io)
+    ci, cj = s[CL].op.axis
+    cio, cii = s[CL].split(ci, factor=4)  # cio: one iteration per consumer tile
+    (k,) = s[CL].op.reduce_axis
+    s[CL].reorder(cio, k, cii, cj)
+    s[CL].pragma(cio, "auto_unroll_max_step", 32)
+    text = str(lower(s, [A, B, C]))
+    assert "C_local[3, 7] = C_local[3, 7] + " in text  # the 4 x 8 tile unrolled
+    assert "for k in 0..8" in text  # 8 x 4 x 8 = 256 steps: over the limit, kept
+    check(s, [A, B, C], mm_ref)
+
+    s[CL].pragma(cio, "auto_unroll_max_step", 0)
+    assert "C_local[3, 7]" not in str(lower(s, [A, B, C]))  # without it: loops
+
+
 def test_storage_align_pads_rows_and_stays_correct():
     A = te.placeholder((16, 16), name="A")
     B = te.compute((16, 16), lambda i, j: A[i, j] * 3.0, name="B")
