@@ -73,15 +73,30 @@ def always_inline(ctx: SketchContext, stage: te.Stage) -> RuleResult | None:
     return None
 
 
+#: at most this many outputs, a tiled stage reducing along rows (``x @ W.T`` of a batch-1
+#: dense layer) may also factor each output's reduction across vector lanes
+GEMV_OUTPUTS = 4096
+
+
 def add_rfactor(ctx: SketchContext, stage: te.Stage) -> RuleResult | None:
     """Factor a long reduction so its inner part runs across vector lanes; the plain form
     stays as an alternative. A reduction whose output is small next to it (a norm, a few
     long rows) factors once for all outputs; a row-wise one over many rows (softmax,
     layer_norm) factors per row, the partial results computed at the row's loop, so the
-    passes over a row can be fused where its consumer runs."""
-    if not stage.op.reduce_axis or analysis.needs_multi_level_tiling(stage):
+    passes over a row can be fused where its consumer runs. A stage that is tiled for
+    reuse but has few outputs and reduces along rows (a batch-1 dense layer) gets the
+    per-row factoring as one more alternative to its tilings."""
+    if not stage.op.reduce_axis:
         return None
     spatial, reduce = analysis.spatial_size(stage), analysis.reduce_size(stage)
+    if analysis.needs_multi_level_tiling(stage):
+        # a matrix-vector product: too few outputs for register tiles to pay; each
+        # output's dot product can run across the lanes instead
+        if len(stage.op.reduce_axis) == 1 and reduce >= 64 and spatial <= GEMV_OUTPUTS \
+                and analysis.reduces_contiguously(stage):
+            return RuleResult([[SketchOp("rfactor", stage.name, at_rows=True),
+                                SketchOp("location", stage.name)]])
+        return None
     if reduce < 64:
         return None
     plain = [SketchOp("location", stage.name)]

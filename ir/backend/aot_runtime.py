@@ -87,6 +87,9 @@ class AotModel:
         self._run.restype = ctypes.c_int
         self._input_pointers = (ctypes.c_void_p * len(self._inputs))()
         self._output_pointers = (ctypes.c_void_p * len(self._outputs))()
+        # the array whose address each input pointer holds: an array passed again (a
+        # step's weights) keeps its address (held here, numpy cannot move its data)
+        self._held: list[np.ndarray | None] = [None] * len(self._inputs)
         self._lock = threading.Lock()
         pointers = (ctypes.c_void_p * len(self._params))(*[p.ctypes.data for p in self._params])
         self._lib.tt_set_params.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
@@ -118,8 +121,14 @@ class AotModel:
         """Held while the library runs (its intermediate buffers are static)."""
         return self._lock
 
-    def _arrays(self, args: Sequence[Any], kwargs: dict[str, Any]) -> list[np.ndarray]:
-        """The inputs by position, then by name, checked and made C-contiguous."""
+    def _arrays(self, args: Sequence[Any], kwargs: dict[str, Any]) -> Sequence[np.ndarray]:
+        """The inputs by position, then by name, checked and made C-contiguous (``args``
+        itself when it already is exactly that: the per-step call of a small model)."""
+        if not kwargs and len(args) == len(self._inputs) and all(
+                type(a) is np.ndarray and a.shape == shape and a.dtype == dtype
+                and a.flags.c_contiguous
+                for a, (shape, dtype) in zip(args, self._inputs, strict=True)):
+            return args
         names = self.input_names
         if len(args) > len(names):
             raise TypeError(f"the model takes {len(names)} inputs ({', '.join(names)}), "
@@ -151,8 +160,11 @@ class AotModel:
         inputs = self._arrays(args, kwargs)
         outputs = [np.empty(shape, dtype) for shape, dtype in self._outputs]
         with self._lock:
+            held = self._held
             for i, a in enumerate(inputs):
-                self._input_pointers[i] = _address(a)
+                if a is not held[i]:
+                    self._input_pointers[i] = _address(a)
+                    held[i] = a
             for i, o in enumerate(outputs):
                 self._output_pointers[i] = _address(o)
             code = self._run(self._input_pointers, self._output_pointers)
