@@ -406,15 +406,27 @@ def _native_call(model: Any, func: Function, name: str) -> Callable[[list, tuple
     def nest(s: Any, outs: list) -> Any:
         return tuple(nest(x, outs) for x in s) if isinstance(s, list) else outs[s]
 
+    flat = all(not path for _, path in paths)
+    # the tensor each argument pointer was made for: a tensor passed again (a constant
+    # weight, a loop's unchanged input) reuses its pointer, which keeps it alive
+    held: list[Any] = [None] * len(paths)
+    pointers: list[Any] = [None] * len(paths)
+
     def run(regs: list, operands: tuple) -> object:
-        args = [regs[a] for a in operands]
-        values = [value(args[position], path) for position, path in paths]
+        if flat:
+            values = [regs[a] for a in operands]
+        else:
+            args = [regs[a] for a in operands]
+            values = [value(args[position], path) for position, path in paths]
         outs = [empty(shape, dtype) for shape, dtype in outputs]
-        try:
-            pointers = [buf(v) for v in values]
-        except (TypeError, ValueError):
-            pointers = [_address(v) for v in values]
         with lock:
+            for k, v in enumerate(values):
+                if v is not held[k]:
+                    try:
+                        pointers[k] = buf(v)
+                    except (TypeError, ValueError):
+                        pointers[k] = _address(v)
+                    held[k] = v
             code = entry(*pointers, *map(buf, outs))
         if code:
             raise VMError(f"the native code of @{name} failed in call {code - 1} (could not "

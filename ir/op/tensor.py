@@ -62,9 +62,18 @@ _BINARY_LOWERING = {"add": low.binary("add"), "subtract": low.binary("subtract")
                     "power": low.elementwise("power", lambda te, a, b: te.pow(a, b))}
 
 
+#: ops that never raise a floating-point flag on integers (numpy's errstate, which costs
+#: more than a scalar op itself, is then not needed: a VM's loop counters)
+_FLAGLESS_ON_INTEGERS = {np.add, np.subtract, np.multiply, np.maximum, np.minimum}
+
+
 def _binary_compute(fn: Callable) -> Callable:
+    flagless = fn in _FLAGLESS_ON_INTEGERS
+
     def compute(args: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
         a, b = (np.asarray(x) for x in args)
+        if flagless and a.dtype.kind in "iub":
+            return np.asarray(fn(a, b)).astype(a.dtype, copy=False)
         with np.errstate(all="ignore"):
             return np.asarray(fn(a, b)).astype(a.dtype, copy=False)
 

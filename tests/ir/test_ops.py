@@ -418,6 +418,21 @@ def test_interpreter_runs_every_operator(name, inputs, attrs, expected, mode) ->
     _assert_close(out, _expected(name, inputs, attrs, expected), rtol=1e-4, atol=1e-5)
 
 
+@pytest.mark.filterwarnings("error")
+def test_arithmetic_wraps_and_overflows_without_warnings() -> None:
+    """Integer arithmetic wraps (as the kernels' does) and float arithmetic reaches inf or
+    nan, with no numpy warning either way (the integer path skips ``np.errstate``)."""
+    big = np.array(2**31 - 1, "int32")
+    assert run("add", [big, np.array(1, "int32")]) == -(2**31)
+    assert run("multiply", [np.array([2**62], "int64"), np.array([4], "int64")])[0] == 0
+    assert run("subtract", [np.array(5, "int32"), np.array(7, "int32")]).dtype == np.int32
+    huge = np.array([3e38], "float32")
+    assert np.isinf(run("multiply", [huge, huge])[0])
+    assert np.isnan(run("subtract", [np.array([np.inf], "float32"),
+                                     np.array([np.inf], "float32")])[0])
+    run("divide", [np.array([1], "int32"), np.array([0], "int32")])  # no warning raised
+
+
 def test_every_registered_operator_runs_in_the_interpreter() -> None:
     assert {c[0] for c in ALL_CASES} == set(ir.list_ops())
 

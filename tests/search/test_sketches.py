@@ -29,6 +29,8 @@ CASES = [
     ("log_softmax", {"M": 36, "N": 80}),
     ("layer_norm", {"M": 48, "N": 64}),
     ("dense", {"M": 12, "N": 20, "K": 16, "bias": True, "activation": "relu"}),
+    # a batch-1 dense layer: also its dot products across the lanes
+    ("dense", {"M": 1, "N": 40, "K": 200, "bias": True, "activation": "relu"}),
 ]
 
 SAMPLES_PER_SKETCH = 2
@@ -141,11 +143,10 @@ def test_small_workloads_may_run_serially_large_ones_always_in_parallel():
         parallel = [d for name, d in space.items() if name.startswith("parallel:")]
         assert parallel and choices <= set(parallel[0].choices)
         assert (0 in parallel[0].choices) == (0 in choices)
-    sketch = generate_sketches(small)[0]
-    s, _ = instantiate(small, sketch, sampler({"parallel:" + next(
-        n.split(":", 1)[1] for n in decision_space(small, sketch) if n.startswith("parallel:")):
-        0}, {}, random.Random(0)))
-    assert not any(step[0] == "parallel" for step in s.steps)
+    for sketch in generate_sketches(small):
+        serial = {n: 0 for n in decision_space(small, sketch) if n.startswith("parallel:")}
+        s, _ = instantiate(small, sketch, sampler(serial, {}, random.Random(0)))
+        assert not any(step[0] == "parallel" for step in s.steps), sketch
 
 
 def test_a_bias_add_reading_a_broadcast_operand_is_inlined_into_the_conv():
@@ -202,3 +203,18 @@ def test_a_column_reduction_is_not_factored_per_row():
     col = te.compute((64,), lambda j: te.sum(x[k, j], axis=k), name="colsum")
     task = SearchTask(Workload.from_tensors([col]), "cpu")
     assert not any("per row" in str(s) for s in generate_sketches(task))
+
+
+def test_a_matrix_vector_product_also_factors_each_dot_product_across_lanes():
+    """A batch-1 dense layer reads both operands along its reduction: besides the tilings
+    (which vectorize across outputs, reading the weights with a stride), each output's
+    dot product may run across the vector lanes. Wide outputs, and a matmul whose second
+    operand is read down its columns, keep the tilings only."""
+    def names(op: str, **params) -> list[str]:
+        return [str(s) for s in generate_sketches(SearchTask(Workload.op(op, **params),
+                                                             "cpu"))]
+
+    gemv = names("dense", M=1, N=128, K=128)
+    assert "rfactor T_dense per row, location T_dense" in gemv and any("tile T_dense" in n for n in gemv)
+    assert not any("rfactor" in n for n in names("dense", M=128, N=768, K=768))
+    assert not any("rfactor" in n for n in names("matmul", M=1, N=128, K=128))

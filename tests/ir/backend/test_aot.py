@@ -263,3 +263,22 @@ def test_inputs_are_checked_before_the_library_runs():
     np.testing.assert_array_equal(squares, np.full((2, 3), 9.0, "float32"))
     np.testing.assert_array_equal(doubled, 2 * n)
     assert doubled.dtype == np.int32
+
+
+def test_an_input_passed_again_is_read_afresh():
+    """The runtime keeps the address of an array passed again (a step's weights): the same
+    array changed in place, a new array, the same array reshaped in place, and an array
+    freed and replaced all give the values of that call."""
+    a, b = ir.var("a", shape=(2, 3)), ir.var("b", shape=(2, 3))
+    model = aot_compile(_module([a, b], ir.op.add(a, b)))
+    x, w = np.ones((2, 3), "float32"), np.full((2, 3), 2.0, "float32")
+    np.testing.assert_array_equal(model(x, w), np.full((2, 3), 3.0))
+    w[...] = 5.0
+    np.testing.assert_array_equal(model(x, w), np.full((2, 3), 6.0))
+    np.testing.assert_array_equal(model(x, w + 1), np.full((2, 3), 7.0))
+    w.shape = (3, 2)
+    with pytest.raises(ValueError, match=r"input 'b' must have shape \[2, 3\], got \[3, 2\]"):
+        model(x, w)
+    for value in range(3):  # fresh arrays, possibly at a freed array's address
+        np.testing.assert_array_equal(model(x, np.full((2, 3), value, "float32")),
+                                      np.full((2, 3), value + 1.0))

@@ -142,6 +142,15 @@ def test_a_static_global_function_runs_as_one_native_call():
     assert_close(direct, got[0])
     assert machine.stats.kernel_calls > 0  # the bytecode's kernels this time
 
+    # the native call keeps the pointers of tensors passed again: the same array changed
+    # in place, and new arrays, give that call's values
+    y, z = args[1], args[2]
+    for change in (lambda: y.__setitem__(..., 2.0), lambda: z.__setitem__(..., -1.0)):
+        change()
+        assert_close(machine(args[0], y, z), ir.evaluate(module, args[0], y, z))
+    fresh = (args[0], y + 1, z * 3)
+    assert_close(machine(*fresh), ir.evaluate(module, *fresh))
+
 
 # ----------------------------------------------------------------- recursion over lists
 
