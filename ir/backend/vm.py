@@ -267,12 +267,22 @@ def _scalar_function(func: Function) -> Callable[[list, tuple], object] | None:
             return lambda args: compute([part(args) for part in parts], attrs)
         return None
 
-    body = build(func.body)
-    if body is None:
+    body = func.body
+    if isinstance(body, Call) and isinstance(body.op, Op) and body.op.opdef.compute \
+            is not None and all(isinstance(a, Var) and id(a) in position for a in body.args):
+        # one operator on the parameters (a loop counter's test or step): no layers
+        compute, attrs = body.op.opdef.compute, body.attrs
+        picks = [position[id(a)] for a in body.args]
+
+        def run_op(regs: list, operands: tuple) -> np.ndarray:
+            return np.array(compute([regs[operands[i]] for i in picks], attrs))
+        return run_op
+    evaluate = build(body)
+    if evaluate is None:
         return None
 
     def run(regs: list, operands: tuple) -> np.ndarray:
-        return np.array(body([regs[a] for a in operands]))
+        return np.array(evaluate([regs[a] for a in operands]))
     return run
 
 
