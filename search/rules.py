@@ -94,7 +94,8 @@ def add_rfactor(ctx: SketchContext, stage: te.Stage) -> RuleResult | None:
         # output's dot product can run across the lanes instead
         if len(stage.op.reduce_axis) == 1 and reduce >= 64 and spatial <= GEMV_OUTPUTS \
                 and analysis.reduces_contiguously(stage):
-            return RuleResult([[SketchOp("rfactor", stage.name, at_rows=True),
+            return RuleResult([[SketchOp("rfactor", stage.name, at_rows=True,
+                                         row_block=True),
                                 SketchOp("location", stage.name)]])
         return None
     if reduce < 64:

@@ -36,6 +36,8 @@ class SketchOp:
     fuse_level: int = 0  # tile: 0 = no consumer fusion, 1 or 2 = compute at that tile level
     consumer: str = ""
     at_rows: bool = False  # rfactor: the partial results are computed per output point
+    #: rfactor at rows: per block of output points (their dot products interleaved)
+    row_block: bool = False
     #: tile: the tensor intrinsic computing the innermost spatial x reduce loops (kept
     #: whole, innermost); location: a stage such a nest reads stays a buffer (no inline)
     intrin: str = ""
@@ -189,14 +191,25 @@ def _rfactor(task: SearchTask, s: te.Schedule, op: SketchOp, decide: Decide) -> 
     lanes = task.vector_lanes(4)
     (factor,) = decide(f"rfactor:{stage.name}", TileDecision(k.extent, 1, max_innermost=lanes * 4))
     ko, ki = stage.split(k, factor=factor)
-    rf = s.rfactor(stage.op.output, ki)
+    blocked = op.at_rows and op.row_block and bool(stage.op.axis)
+    if blocked:  # the lanes last in the partial results: one vector per row
+        rf = s.rfactor(stage.op.output, ki, factor_axis=len(stage.op.axis))
+        *spatial, rf_axis = s[rf].op.axis
+    else:
+        rf = s.rfactor(stage.op.output, ki)
+        rf_axis, *spatial = s[rf].op.axis
     rf_stage = s[rf]
-    rf_axis, *spatial = rf_stage.op.axis
-    rf_stage.reorder(*spatial, *rf_stage.op.reduce_axis, rf_axis)
-    if op.at_rows:
-        rows = [iv for iv in stage.leaf_iter_vars if not iv.is_reduce]
-        if rows:
-            rf_stage.compute_at(stage, rows[-1])
+    rows = [iv for iv in stage.leaf_iter_vars if not iv.is_reduce] if op.at_rows else []
+    if rows and blocked:
+        # a block of rows inside the reduction loop: independent accumulators, one per row
+        (block,) = decide(f"rows:{stage.name}", TileDecision(rows[-1].extent, 1,
+                                                              max_innermost=16))
+        rows[-1], _ = stage.split(rows[-1], factor=block)
+        rf_stage.reorder(*spatial[:-1], *rf_stage.op.reduce_axis, spatial[-1], rf_axis)
+    else:
+        rf_stage.reorder(*spatial, *rf_stage.op.reduce_axis, rf_axis)
+    if rows:
+        rf_stage.compute_at(stage, rows[-1])
 
 
 def _location(task: SearchTask, s: te.Schedule, op: SketchOp, decide: Decide) -> None:

@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from schedule import Workload, build, te
+from schedule import Workload, build, lower, te
 from search.rules import RuleResult, generate_sketches, register_sketch_rule, unregister_sketch_rule
 from search.sketch import InvalidProgram, SketchOp, decision_space, instantiate, sampler
 from search.space import ChoiceDecision, TileDecision
@@ -217,5 +217,22 @@ def test_a_matrix_vector_product_also_factors_each_dot_product_across_lanes():
     gemv = names("dense", M=1, N=128, K=128)
     assert "rfactor T_dense per row, location T_dense" in gemv
     assert any("tile T_dense" in n for n in gemv)
+    # a block of rows per partial-result buffer, each row's lanes contiguous (one vector
+    # accumulator per row, the rows' dot products interleaved in the reduction loop)
+    wl = Workload.op("dense", M=1, N=48, K=96, bias=False)
+    task = SearchTask(wl, "cpu")
+    sketch = next(s for s in generate_sketches(task) if str(s).startswith("rfactor"))
+    chosen = {"rfactor:T_dense": (16,), "rows:T_dense": (4,), "parallel:T_dense": 0,
+              "unroll:T_dense": 0, "unroll:T_dense.rf": 0}
+    s, args = instantiate(task, sketch, sampler(chosen, {}, random.Random(0)))
+    text = str(lower(s, args))
+    assert "allocate T_dense_rf: float32[1, 4, 16]" in text
+    loop = text[text.index("for k.outer in 0..6:"):]
+    assert loop.split("\n")[1].strip() == "for j in 0..4:"  # the block's rows inside it
+    inputs = wl.random_inputs(seed=2)
+    (expected,) = wl.reference(inputs)
+    out = np.zeros_like(expected)
+    build(s, args)(*inputs, out)
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
     assert not any("rfactor" in n for n in names("dense", M=128, N=768, K=768))
     assert not any("rfactor" in n for n in names("matmul", M=1, N=128, K=128))
