@@ -408,10 +408,7 @@ def _native_call(model: Any, func: Function, name: str) -> Callable[[list, tuple
     buf = ctypes.c_byte.from_buffer
     empty = np.empty
 
-    def value(args: list, path: tuple[int, ...]) -> Any:
-        for i in path:
-            args = args[i]
-        return args
+    in_order = structure == list(range(len(outputs)))  # a flat tuple of the outputs
 
     def nest(s: Any, outs: list) -> Any:
         return tuple(nest(x, outs) for x in s) if isinstance(s, list) else outs[s]
@@ -426,8 +423,12 @@ def _native_call(model: Any, func: Function, name: str) -> Callable[[list, tuple
         if flat:
             values = [regs[a] for a in operands]
         else:
-            args = [regs[a] for a in operands]
-            values = [value(args[position], path) for position, path in paths]
+            values = []
+            for position, path in paths:
+                v = regs[operands[position]]
+                for i in path:
+                    v = v[i]
+                values.append(v)
         outs = [empty(shape, dtype) for shape, dtype in outputs]
         with lock:
             for k, v in enumerate(values):
@@ -441,7 +442,7 @@ def _native_call(model: Any, func: Function, name: str) -> Callable[[list, tuple
         if code:
             raise VMError(f"the native code of @{name} failed in call {code - 1} (could not "
                           "allocate a buffer)")
-        return nest(structure, outs)
+        return tuple(outs) if in_order else nest(structure, outs)
     return run
 
 
