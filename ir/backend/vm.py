@@ -50,6 +50,7 @@ naming the function and instruction.
 from __future__ import annotations
 
 import ctypes
+import operator
 import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -271,8 +272,11 @@ def _scalar_function(func: Function) -> Callable[[list, tuple], object] | None:
     if isinstance(body, Call) and isinstance(body.op, Op) and body.op.opdef.compute \
             is not None and all(isinstance(a, Var) and id(a) in position for a in body.args):
         # one operator on the parameters (a loop counter's test or step): no layers
-        compute, attrs = body.op.opdef.compute, body.attrs
         picks = [position[id(a)] for a in body.args]
+        integer = _integer_scalar_op(body, [func.params[i] for i in picks], picks)
+        if integer is not None:
+            return integer
+        compute, attrs = body.op.opdef.compute, body.attrs
 
         def run_op(regs: list, operands: tuple) -> np.ndarray:
             return np.array(compute([regs[operands[i]] for i in picks], attrs))
@@ -284,6 +288,44 @@ def _scalar_function(func: Function) -> Callable[[list, tuple], object] | None:
     def run(regs: list, operands: tuple) -> np.ndarray:
         return np.array(evaluate([regs[a] for a in operands]))
     return run
+
+
+#: operators a 0-d integer function may compute on Python integers
+_INTEGER_OPS: dict[str, Callable[[int, int], Any]] = {
+    "add": operator.add, "subtract": operator.sub, "multiply": operator.mul,
+    "maximum": max, "minimum": min, "equal": operator.eq, "not_equal": operator.ne,
+    "less": operator.lt, "less_equal": operator.le, "greater": operator.gt,
+    "greater_equal": operator.ge}
+
+
+def _integer_scalar_op(call: Call, params: list[Var],
+                       picks: list[int]) -> Callable[[list, tuple], object] | None:
+    """``call``, a binary operator on two 0-d integer tensors of one dtype (``params``,
+    the function's parameters at positions ``picks``), computed on Python integers and
+    wrapped to the dtype's width as numpy's arithmetic wraps (several times faster than
+    numpy's 0-d path: a loop counter's ``n == 0``, ``n - 1``); None for anything else."""
+    fn = _INTEGER_OPS.get(call.op.name)
+    dtypes = {str(p.checked_type_or_none.dtype) for p in params}
+    if fn is None or len(params) != 2 or len(dtypes) != 1:
+        return None
+    dtype = np.dtype(dtypes.pop())
+    if dtype.kind not in "iu":
+        return None
+    out = np.dtype(str(call.checked_type_or_none.dtype))
+    bits = 8 * dtype.itemsize
+    span, low = 1 << bits, -(1 << (bits - 1)) if dtype.kind == "i" else 0
+    a, b = picks
+    array = np.array
+
+    if out.kind == "b":
+        def compare(regs: list, operands: tuple) -> np.ndarray:
+            return array(fn(regs[operands[a]].item(), regs[operands[b]].item()))
+        return compare
+
+    def arithmetic(regs: list, operands: tuple) -> np.ndarray:
+        value = fn(regs[operands[a]].item(), regs[operands[b]].item())
+        return array((value - low) % span + low, out)
+    return arithmetic
 
 
 @dataclass

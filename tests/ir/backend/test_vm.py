@@ -420,3 +420,26 @@ def test_unsupported_programs_and_missing_main():
     fused = ir.Function([p0], ir.op.nn.relu(p0), attrs={"Primitive": 1})
     with pytest.raises(VMCompileError, match="fused .* used as a value"):
         vm.compile(ir.Module({"main": ir.Function([x], ir.Tuple([x, fused]))}))
+
+
+@pytest.mark.parametrize("dtype", ["int8", "int32", "uint16", "int64"])
+@pytest.mark.parametrize("name", ["add", "subtract", "multiply", "maximum", "less",
+                                  "greater_equal", "not_equal"])
+def test_integer_scalar_functions_wrap_as_numpy_does(name, dtype):
+    """0-d integer functions of one operator run on Python integers: the results equal
+    numpy's, overflow wrapping included, with the parameters used in either order."""
+    a, b = ir.var("a", shape=(), dtype=dtype), ir.var("b", shape=(), dtype=dtype)
+    op = getattr(ir.op, name)
+    module = ir.infer_type(ir.Module({"main": ir.Function([a, b], ir.Tuple([
+        op(a, b), op(b, a)]))}))
+    machine = VirtualMachine(vm.compile(module))
+    info = np.iinfo(dtype)
+    values = [info.min, info.min + 1, -1 if info.min else 0, 0, 1, 7, info.max - 1, info.max]
+    for x in values:
+        for y in values[::3]:
+            args = (np.array(x, dtype), np.array(y, dtype))
+            got = machine(*args)
+            want = ir.evaluate(module, *args)
+            for g, w in zip(got, want, strict=True):
+                assert g.dtype == w.dtype and g.shape == () and g == w, (x, y, g, w)
+    assert machine.stats.scalar_calls > 0 and machine.stats.kernel_calls == 0
