@@ -5,7 +5,7 @@ executor adds per call on a small static model.
 Contenders for the RNN (every output checked against the numpy loop):
 - VM: the recursive ``@generate`` program (if, cons cells, recursion) on the virtual
   machine (``ir.backend.vm``): ``@cell``, a static function, runs as one native call, the
-  loop counter's 0-d arithmetic on numpy;
+  loop counter's 0-d arithmetic on the host;
 - AOT cell: the RNN cell compiled ahead of time (``aot_compile``: one native call a step),
   stepped by a Python loop; graph cell: the same with the graph executor;
 - PyTorch eager: the cell as torch ops in a Python loop (1 and 2 threads); numpy loop.
@@ -157,7 +157,7 @@ def main() -> int:
     stats = machine.stats
     print(f"VM per run: {stats.instructions} instructions, {stats.native_calls} native calls "
           f"(the cell), {stats.kernel_calls} kernel calls, {stats.scalar_calls} scalar calls "
-          f"on numpy, {stats.fallback_calls} JIT fallbacks")
+          f"on the host, {stats.fallback_calls} JIT fallbacks")
 
     print()
     print("per-call cost of one cell step (5 fused kernels: dense, dense+add+tanh, ...):")

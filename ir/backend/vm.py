@@ -19,7 +19,8 @@ operator through the JIT (``ir.evaluate(..., mode="compiled")``), which compiles
 operator call for the concrete shapes it meets (default schedule, one kernel per distinct
 call, kept for the process) and runs the operators without a lowering on numpy. A fused
 function over 0-d tensors only (a loop counter's ``n - 1``, ``n == 0``) is a *scalar*
-call: it runs on numpy directly, the arithmetic costing less than a kernel call would.
+call: it runs on the host directly, the arithmetic costing less than a kernel call would
+(one integer operator on Python integers, wrapped to its dtype; anything else on numpy).
 A global function that some instruction invokes and that is a static dataflow graph (an
 RNN cell: tensors and tuples of tensors in and out, every fused function with a kernel) is
 also compiled ahead of time (``aot.compile_plan``, the same kernels and schedules) and
@@ -105,7 +106,7 @@ class VMStats:
     kernel_calls: int = 0
     #: InvokePacked calls run operator by operator by the JIT (dynamic shapes, no lowering)
     fallback_calls: int = 0
-    #: InvokePacked calls of fused functions over 0-d tensors, run on numpy
+    #: InvokePacked calls of fused functions over 0-d tensors, run on the host
     scalar_calls: int = 0
     #: calls of static global functions run natively (one call into compiled C each)
     native_calls: int = 0
