@@ -8,9 +8,12 @@ onnxruntime's (the largest error relative to the output's largest magnitude is p
 ``--tune N`` first tunes each model's tasks with N trials as one job (``tuner.tune_model``)
 into ``--db`` and reports the tuning wall time; without it, the records already in ``--db``
 are used (an empty or missing database: the tuned column equals the untuned one).
+``--cold`` tunes with the caches flushed before each timed call (one call per repeat, as
+Ansor's ``enable_cpu_cache_flush``): inside a model a kernel's weights are usually no
+longer in cache, which the default (repeated calls, warm caches) does not see.
 
     .venv/bin/python bench/models_e2e.py --db sqlite:///bench-models.db [--tune 2000]
-        [--models resnet18,mobilenet_v2,bert_layer] [--json out.json]
+        [--models resnet18,mobilenet_v2,bert_layer] [--json out.json] [--cold]
 
 Run it with nothing else on the machine: timings (and tuning) are spoiled by other work.
 """
@@ -33,6 +36,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 THREADS = 2
+#: tuning measurements with cold caches (``--cold``): a 64 MiB buffer written before each
+#: of 10 single calls
+COLD_MEASURE_SETTINGS = {"number": 1, "repeat": 10, "min_repeat_ms": 0,
+                         "flush_bytes": 64 << 20}
 MODELS = ("resnet18", "mobilenet_v2", "bert_layer")
 
 
@@ -101,8 +108,8 @@ def relative_error(got: np.ndarray, want: np.ndarray) -> float:
     return float(np.max(np.abs(got - want)) / max(np.max(np.abs(want)), 1e-30))
 
 
-def bench_model(name: str, db: str, tune_trials: int, repeat: int, workdir: Path
-                ) -> dict[str, Any]:
+def bench_model(name: str, db: str, tune_trials: int, repeat: int, workdir: Path,
+                cold: bool = False) -> dict[str, Any]:
     import onnxruntime as ort
     import torch
 
@@ -139,7 +146,10 @@ def bench_model(name: str, db: str, tune_trials: int, repeat: int, workdir: Path
 
     if tune_trials:
         start = time.perf_counter()
-        result = tuner.tune_model(str(path), "cpu", tune_trials, db=db)
+        from workers import MeasureSettings
+
+        options = {"measure": MeasureSettings(**COLD_MEASURE_SETTINGS)} if cold else {}
+        result = tuner.tune_model(str(path), "cpu", tune_trials, db=db, **options)
         row["tuning_wall_s"] = time.perf_counter() - start
         row["tuning_trials"] = result.trials
         row["estimated_latency_s"] = result.estimated_latency_s
@@ -190,6 +200,8 @@ def main() -> int:
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
+    parser.add_argument("--cold", action="store_true",
+                        help="tune with the caches flushed before each timed call")
     args = parser.parse_args()
     import torch
 
@@ -199,7 +211,8 @@ def main() -> int:
         for name in args.models.split(","):
             if name not in MODELS:
                 parser.error(f"unknown model {name!r}; one of {', '.join(MODELS)}")
-            rows.append(bench_model(name, args.db, args.tune, args.repeat, Path(tmp)))
+            rows.append(bench_model(name, args.db, args.tune, args.repeat, Path(tmp),
+                                    args.cold))
             print(report(rows[-1:]), flush=True)
     print()
     print(report(rows))

@@ -5,6 +5,8 @@
 task weights are their occurrences: the gradient task scheduler spends trials where
 weight x latency drops fastest, and the job's progress carries the model's estimated
 end-to-end latency (the weighted sum of the tasks' best latencies) after every batch.
+Candidates are timed with the caches flushed (``spec.MODEL_MEASURE``), as the kernels run
+inside the model, unless the caller gives ``measure``.
 
 ``model_best(db, job_id)`` answers, for a model's job, each task's best record on the job's
 target (from any job: what ``compile`` would use) and the estimated end-to-end latency.
@@ -27,7 +29,7 @@ from .model_compile import load_model
 from .model_import import ModelTasks, display_name
 from .progress import TuneResult
 from .runner import EventCallback
-from .spec import JobSpec, ModelInfo, SpecError, TaskSpec
+from .spec import MODEL_MEASURE, JobSpec, ModelInfo, SpecError, TaskSpec
 from .tune import open_database
 
 
@@ -69,6 +71,7 @@ def tune_model(model: Any, target: Any = "cpu", trials: int = 64, *,
     """Tune every task of ``model`` on ``target`` as one job with ``trials`` measured
     candidates in all (``options``: ``JobSpec`` fields, as for ``tune``)."""
     found = model_job_tasks(model, target)
+    options.setdefault("measure", MODEL_MEASURE)
     spec = JobSpec(found.tasks, target, trials, model=found.info, **options)
     warning = budget_warning(spec)
     if warning:

@@ -24,6 +24,12 @@ MAX_BATCH = 1024
 #: Timing while tuning: three repeats of at least 50 ms each (half the workers' default), so
 #: a trial costs little; the best few are measured again at the end (``reconfirm``).
 TUNING_MEASURE = MeasureSettings(repeat=3, min_repeat_ms=50)
+#: Timing the tasks of a model job: ten single calls, each after a 64 MiB buffer is written
+#: (the caches flushed, as Ansor's ``enable_cpu_cache_flush``). Inside a model a kernel's
+#: weights have usually been evicted by the layers before it; warm timings favoured
+#: programs that ran up to 1.6x slower there (a BERT layer: 7.13 ms tuned warm, 5.77 ms
+#: tuned cold, in 30% less tuning time; bench/RESULTS.md).
+MODEL_MEASURE = MeasureSettings(number=1, repeat=10, min_repeat_ms=0, flush_bytes=64 << 20)
 
 
 class SpecError(ValueError):
@@ -190,11 +196,12 @@ class JobSpec:
             if required not in options:
                 raise SpecError(f"{required}: required")
         rest = {k: v for k, v in options.items() if k not in ("measure", "model")}
+        model = options.get("model")
         try:
-            measure = MeasureSettings.from_json(options.get("measure", {}))
+            measure = MeasureSettings.from_json(options["measure"]) if "measure" in options \
+                else MODEL_MEASURE if model is not None else MeasureSettings()
         except (TypeError, ValueError) as err:
             raise SpecError(f"measure: {error_message(err)}") from None
-        model = options.get("model")
         return cls(tasks=tasks, measure=measure,
                    model=ModelInfo.from_json(model) if model is not None else None, **rest)
 

@@ -15,6 +15,7 @@ pytest.importorskip("onnx")
 import tuner
 from db import Database
 from tuner import JobSpec, ModelImportError, SpecError, import_model_tasks
+from tuner.spec import MODEL_MEASURE, TUNING_MEASURE
 
 from ..onnx_models import external_data_model, save_small_cnn, small_cnn
 
@@ -40,6 +41,11 @@ def test_tune_model_tunes_what_compile_uses(tmp_path):
     job = db.jobs.get(result.job_id)
     spec = JobSpec.from_json(job.spec)
     assert spec.model is not None and spec.model.name == "cnn.onnx"
+    # a model's kernels are timed as they run in it: caches flushed, one call per repeat
+    assert spec.measure == MODEL_MEASURE and MODEL_MEASURE.flush_bytes >= 32 << 20
+    measured = db.query_records(workload_key=result.tasks[0].key)
+    assert measured and all(r.measure["flush_bytes"] == MODEL_MEASURE.flush_bytes
+                            for r in measured)
     curve = job.progress["estimate_curve"]
     assert curve and curve[0][0] >= 2 * len(expected)  # only once every task has a program
     estimates = [e for _, e in curve]
@@ -68,6 +74,8 @@ def test_cli_tune_model_and_model_best(tmp_path):
                          "--reconfirm", "0", "--cost-model", "random", "--db", db,
                          "--json").stdout)
     assert out["status"] == "succeeded" and len(out["tasks"]) == 5
+    spec = JobSpec.from_json(Database(db).jobs.get(out["job_id"]).spec)
+    assert spec.measure == MODEL_MEASURE  # timed cold, as for tune_model
     assert out["estimated_latency_s"] == pytest.approx(
         sum(t["weight"] * t["best_latency_s"] for t in out["tasks"]))
     text = cli("model-best", out["job_id"], "--db", db).stdout
@@ -120,6 +128,21 @@ def test_import_refuses_broken_models_and_external_data():
 def test_an_import_that_runs_too_long_is_killed():
     with pytest.raises(ModelImportError, match="did not finish within"):
         import_model_tasks(small_cnn().SerializeToString(), "cnn.onnx", timeout=0.001)
+
+
+def test_model_jobs_time_cold_unless_told_otherwise():
+    """A model job's spec from options (an upload) times with the caches flushed when it
+    names no measure settings; given ones are kept; a single-workload job is unchanged."""
+    found = import_model_tasks(small_cnn().SerializeToString(), "cnn.onnx")
+    tasks, info = found.tasks, found.info.to_json()
+    spec = JobSpec.from_options(tasks, {"target": "cpu", "trials": 4, "model": info})
+    assert spec.measure == MODEL_MEASURE
+    given = JobSpec.from_options(tasks, {"target": "cpu", "trials": 4, "model": info,
+                                         "measure": {"repeat": 5}})
+    assert given.measure.repeat == 5 and given.measure.flush_bytes == 0
+    single = JobSpec.from_options(tasks[:1], {"target": "cpu", "trials": 4})
+    assert single.measure.flush_bytes == 0
+    assert TUNING_MEASURE.flush_bytes == 0
 
 
 def test_model_info_is_validated():
