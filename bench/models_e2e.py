@@ -8,12 +8,12 @@ onnxruntime's (the largest error relative to the output's largest magnitude is p
 ``--tune N`` first tunes each model's tasks with N trials as one job (``tuner.tune_model``)
 into ``--db`` and reports the tuning wall time; without it, the records already in ``--db``
 are used (an empty or missing database: the tuned column equals the untuned one).
-``--cold`` tunes with the caches flushed before each timed call (one call per repeat, as
-Ansor's ``enable_cpu_cache_flush``): inside a model a kernel's weights are usually no
-longer in cache, which the default (repeated calls, warm caches) does not see.
+Model jobs time candidates with the caches flushed before each call
+(``tuner.spec.MODEL_MEASURE``); ``--warm`` tunes with repeated calls on warm caches instead
+(``tuner.spec.TUNING_MEASURE``, the default of model jobs before 2026-11-25), to compare.
 
     .venv/bin/python bench/models_e2e.py --db sqlite:///bench-models.db [--tune 2000]
-        [--models resnet18,mobilenet_v2,bert_layer] [--json out.json] [--cold]
+        [--models resnet18,mobilenet_v2,bert_layer] [--json out.json] [--warm]
 
 Run it with nothing else on the machine: timings (and tuning) are spoiled by other work.
 """
@@ -36,10 +36,6 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 THREADS = 2
-#: tuning measurements with cold caches (``--cold``): a 64 MiB buffer written before each
-#: of 10 single calls
-COLD_MEASURE_SETTINGS = {"number": 1, "repeat": 10, "min_repeat_ms": 0,
-                         "flush_bytes": 64 << 20}
 MODELS = ("resnet18", "mobilenet_v2", "bert_layer")
 
 
@@ -109,7 +105,7 @@ def relative_error(got: np.ndarray, want: np.ndarray) -> float:
 
 
 def bench_model(name: str, db: str, tune_trials: int, repeat: int, workdir: Path,
-                cold: bool = False) -> dict[str, Any]:
+                warm: bool = False) -> dict[str, Any]:
     import onnxruntime as ort
     import torch
 
@@ -146,9 +142,9 @@ def bench_model(name: str, db: str, tune_trials: int, repeat: int, workdir: Path
 
     if tune_trials:
         start = time.perf_counter()
-        from workers import MeasureSettings
+        from tuner.spec import TUNING_MEASURE
 
-        options = {"measure": MeasureSettings(**COLD_MEASURE_SETTINGS)} if cold else {}
+        options = {"measure": TUNING_MEASURE} if warm else {}
         result = tuner.tune_model(str(path), "cpu", tune_trials, db=db, **options)
         row["tuning_wall_s"] = time.perf_counter() - start
         row["tuning_trials"] = result.trials
@@ -200,8 +196,8 @@ def main() -> int:
     parser.add_argument("--models", default=",".join(MODELS))
     parser.add_argument("--repeat", type=int, default=30)
     parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
-    parser.add_argument("--cold", action="store_true",
-                        help="tune with the caches flushed before each timed call")
+    parser.add_argument("--warm", action="store_true",
+                        help="tune with repeated calls on warm caches (not flushed)")
     args = parser.parse_args()
     import torch
 
@@ -212,7 +208,7 @@ def main() -> int:
             if name not in MODELS:
                 parser.error(f"unknown model {name!r}; one of {', '.join(MODELS)}")
             rows.append(bench_model(name, args.db, args.tune, args.repeat, Path(tmp),
-                                    args.cold))
+                                    args.warm))
             print(report(rows[-1:]), flush=True)
     print()
     print(report(rows))

@@ -101,7 +101,7 @@ def _cmd_tune_model(args: argparse.Namespace) -> int:
     from .jobs import submit_job
     from .model_import import ModelImportError, import_model_tasks
     from .model_tune import budget_warning
-    from .spec import MODEL_MEASURE, JobSpec, SpecError
+    from .spec import JobSpec, SpecError
 
     try:  # the model file is parsed and its tasks extracted in a sandbox, as for uploads
         with open(args.model, "rb") as file:
@@ -111,7 +111,7 @@ def _cmd_tune_model(args: argparse.Namespace) -> int:
     try:
         found = import_model_tasks(data, args.model, _target(args))
         spec = JobSpec(found.tasks, args.target, args.trials, model=found.info,
-                       measure=MODEL_MEASURE, **spec_options(args))
+                       **spec_options(args))
     except (ModelImportError, SpecError) as exc:
         raise CLIError(str(exc)) from None
     warning = budget_warning(spec)

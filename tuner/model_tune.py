@@ -29,7 +29,7 @@ from .model_compile import load_model
 from .model_import import ModelTasks, display_name
 from .progress import TuneResult
 from .runner import EventCallback
-from .spec import MODEL_MEASURE, JobSpec, ModelInfo, SpecError, TaskSpec
+from .spec import JobSpec, ModelInfo, SpecError, TaskSpec
 from .tune import open_database
 
 
@@ -71,7 +71,6 @@ def tune_model(model: Any, target: Any = "cpu", trials: int = 64, *,
     """Tune every task of ``model`` on ``target`` as one job with ``trials`` measured
     candidates in all (``options``: ``JobSpec`` fields, as for ``tune``)."""
     found = model_job_tasks(model, target)
-    options.setdefault("measure", MODEL_MEASURE)
     spec = JobSpec(found.tasks, target, trials, model=found.info, **options)
     warning = budget_warning(spec)
     if warning:

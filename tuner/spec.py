@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, fields
 from typing import Any
 
 from schedule import Target, Workload
@@ -97,11 +97,15 @@ class JobSpec:
     cost_model: str = "xgb"
     reconfirm: int = 3
     seed: int = 0
-    measure: MeasureSettings = field(default_factory=lambda: TUNING_MEASURE)
+    #: None: ``MODEL_MEASURE`` for a model's tasks, ``TUNING_MEASURE`` otherwise
+    measure: MeasureSettings | None = None
     model: ModelInfo | None = None
     baselines: tuple[str, ...] = ("numpy", "peak")
 
     def __post_init__(self) -> None:
+        if self.measure is None:
+            object.__setattr__(self, "measure", MODEL_MEASURE if self.model is not None
+                               else TUNING_MEASURE)
         if not self.tasks:
             raise SpecError("workloads: at least one workload is needed")
         if len(self.tasks) > MAX_WORKLOADS:
@@ -199,7 +203,7 @@ class JobSpec:
         model = options.get("model")
         try:
             measure = MeasureSettings.from_json(options["measure"]) if "measure" in options \
-                else MODEL_MEASURE if model is not None else MeasureSettings()
+                else None if model is not None else MeasureSettings()
         except (TypeError, ValueError) as err:
             raise SpecError(f"measure: {error_message(err)}") from None
         return cls(tasks=tasks, measure=measure,
