@@ -261,7 +261,7 @@ class _VectorStmt(StmtMutator):
 
     def visit_store(self, s: Store) -> Stmt:
         var, start, lanes = self.var, self.start, self.lanes
-        coeff, base = _stride(s.indices[0], var, start)
+        coeff, base = _stride(s.indices[0], var, start, lanes)
         if coeff != 1:
             raise CannotVectorize("store stride")
         value = _vec(s.value, var, start, lanes)
@@ -270,8 +270,21 @@ class _VectorStmt(StmtMutator):
         return VStore(s.buffer, base, value, lanes)
 
 
-def _stride(index: Expr, var: Var, start: int) -> tuple[int | None, Expr]:
-    """(coefficient of ``var``, index at ``var = start``); coefficient None if not affine."""
+def _stride(index: Expr, var: Var, start: int, lanes: int) -> tuple[int | None, Expr]:
+    """(coefficient of ``var``, index at ``var = start``) over the chunk's lanes
+    ``var = start .. start + lanes - 1``; coefficient None if not affine there. An index
+    that divides ``var`` (a panel-packed weight's ``W[j // 16, k, j % 16]``) can still be
+    affine over a chunk that stays inside one block: it is simplified with the lane's
+    range first."""
+    coeff, base = _affine_stride(index, var, start)
+    if coeff is not None or var not in free_vars(index):
+        return coeff, base
+    lane = Var("lane", var.dtype)
+    within = substitute(index, {var: Binary("+", Const(start, var.dtype), lane, var.dtype)})
+    return _affine_stride(arith.simplify(within, {lane: (0, lanes - 1)}), lane, 0)
+
+
+def _affine_stride(index: Expr, var: Var, start: int) -> tuple[int | None, Expr]:
     lin = arith.linear(index)
     if lin is None:
         return None, index
@@ -293,7 +306,7 @@ def _vec(e: Expr, var: Var, start: int, lanes: int) -> Expr:
     if isinstance(e, Var):
         return Lanes([Const(start + i, e.dtype) for i in range(lanes)])
     if isinstance(e, Load):
-        coeff, base = _stride(e.indices[0], var, start)
+        coeff, base = _stride(e.indices[0], var, start, lanes)
         if coeff == 1:
             return VLoad(e.source, base, lanes)
         return Lanes([arith.simplify(substitute(e, {var: Const(start + i, var.dtype)}))

@@ -33,6 +33,7 @@ from ..transform import (
     SimplifyInference,
 )
 from ..transform.fuse_ops import FuseOps
+from ..transform.pack_dense import PackDenseWeights
 from ..transform.pack_int8 import PackInt8Convolutions
 from ..visitor import ExprVisitor
 from .graph_executor import GraphBuildError, GraphPlan, MemoryPlan, plan_graph, plan_memory
@@ -48,13 +49,15 @@ Schedules = Mapping[str, Any] | Callable[[Any], Any] | None
 def optimize(module: Module, opt_level: int = 3, target: Any = None) -> Module:
     """The optimisation and fusion pipeline shared by task extraction and build. For a CPU
     ``target`` the convolutions run on channels packed in blocks of its float32 vector
-    lanes (``ConvertLayout`` to ``NCHW<lanes>c``), and quantized ones on the 8-bit dot
-    product's layouts (``PackInt8Convolutions``)."""
+    lanes (``ConvertLayout`` to ``NCHW<lanes>c``), quantized ones on the 8-bit dot
+    product's layouts (``PackInt8Convolutions``), and products by a constant matrix read
+    it in panels of that many columns (``PackDenseWeights``)."""
     passes = [InferType(), SimplifyInference(), FoldConstant(), FoldScaleAxis()]
     lanes = _float32_lanes(target)
     if lanes is not None:
         passes.append(PackInt8Convolutions())
         passes.append(ConvertLayout({"nn.conv2d": (f"NCHW{lanes}c", "default")}))
+        passes.append(PackDenseWeights(lanes))
     passes += [FoldConstant(), EliminateCommonSubexpr(), DeadCodeElimination()]
     passes += [InlineExternal(), FuseOps(), InferType()]
     with PassContext(opt_level=opt_level):
@@ -285,8 +288,8 @@ def _kernel_source(lowered: LoweredFunction, target: Any, name: str, schedules: 
     from schedule import ScheduleError, kernel_source, make_schedule, te
 
     steps = _steps_for(schedules, lowered.workload)
-    tuned, note = bool(steps), ""
-    if not steps and default_schedule is not None:
+    tuned, note = steps is not None, ""  # a tuned best may be no steps at all
+    if steps is None and default_schedule is not None:
         steps = default_schedule(lowered.workload)
     try:
         s, args = make_schedule(lowered.workload, steps or ())

@@ -191,6 +191,11 @@ def dense(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
     return ops.dense(x, w, out_dtype=attrs.out_dtype or None)
 
 
+def dense_packed(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
+    ops, _ = _lib()
+    return ops.dense_packed(inputs[0], inputs[1])
+
+
 def matmul(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
     ops, _ = _lib()
     a, b = inputs

@@ -3,7 +3,9 @@
 namespace), ``nn.conv2d_nchwc`` and ``nn.depthwise_conv2d_nchwc``; and the 8-bit
 ``nn.conv2d_nchw4c_int8`` (``PackInt8Convolutions`` makes it from quantized convolutions):
 uint8 data ``(N, C/4, H, W, 4)`` times an int8 weight ``(K/16, C/4, R, S, 16, 4)`` into int32
-``(N, K/16, OH, OW, 16)``, the layout of the 4-byte dot-product instruction (VNNI).
+``(N, K/16, OH, OW, 16)``, the layout of the 4-byte dot-product instruction (VNNI); and
+``nn.dense_packed`` (``PackDenseWeights`` makes it from products by a constant matrix):
+data ``(M, K)`` times a weight packed in column panels ``(N/b, K, b)`` gives ``(M, N)``.
 
 Shapes: ``nn.conv2d_nchwc`` takes data ``(N, C/ic, H, W, ic)`` and a weight ``(K/oc, C/ic,
 R, S, ic, oc)`` (layout ``OIHW[ic]i[oc]o``) and gives ``(N, K/oc, OH, OW, oc)``;
@@ -173,3 +175,37 @@ register_op(OpDef(
     compute=_int8_conv, lowering=low.int8_packed_conv,
     doc="8-bit convolution in the dot-product instruction's layouts: uint8 data NCHW4c, "
         "int8 weight OIHW16o4i, int32 output NCHW16c."))
+
+
+# ------------------------------------------------------------------------- packed dense
+
+
+def _dense_packed_relation(types: Sequence[Type], attrs: Attrs) -> Type:
+    op = "nn.dense_packed"
+    data = rel.expect_tensor(op, types[0], "input")
+    weight = rel.expect_tensor(op, types[1], "weight")
+    rel.same_dtype(op, [data, weight])
+    if data.ndim != 2 or weight.ndim != 3:
+        raise IRTypeError(f"{op}: input {format_shape(data.shape)} must have rank 2 and "
+                          f"weight {format_shape(weight.shape)} rank 3 (N/b, K, b)")
+    panels, k, block = weight.shape
+    if not rel.dims_agree(data.shape[1], k):
+        raise IRTypeError(f"{op}: input {format_shape(data.shape)} and weight "
+                          f"{format_shape(weight.shape)} disagree on the reduction dimension")
+    return TensorType((data.shape[0], panels * block), data.dtype)
+
+
+def unpack_dense_weight(w: np.ndarray) -> np.ndarray:
+    """``(N/b, K, b)`` column panels -> the ``(K, N)`` matrix they pack."""
+    panels, k, block = w.shape
+    return w.transpose(1, 0, 2).reshape(k, panels * block)
+
+
+register_op(OpDef(
+    name="nn.dense_packed", num_inputs=2, attrs_schema={},
+    type_relation=_dense_packed_relation, pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
+    compute=lambda args, attrs: np.matmul(np.asarray(args[0]),
+                                          unpack_dense_weight(np.asarray(args[1]))),
+    lowering=low.dense_packed,
+    doc="data (M, K) times a weight in column panels (N/b, K, b) -> (M, N): the (K, N) "
+        "weight's column j is panel j // b, lane j % b (PackDenseWeights makes it)."))

@@ -40,7 +40,7 @@ from .elemwise import (
     tanh,
 )
 from .layout import Layout, layout_transform
-from .linalg import batch_matmul, dense, matmul
+from .linalg import batch_matmul, dense, dense_packed, matmul
 from .nn import layer_norm, log_softmax, softmax
 from .pool import avg_pool2d, global_avg_pool2d, max_pool2d
 from .reduce import argmax, argmin, reduce_max, reduce_min, reduce_prod, reduce_sum
@@ -79,6 +79,7 @@ __all__ = [
     "conv2d_nhwc",
     "conv2d_transpose_nchw",
     "dense",
+    "dense_packed",
     "depthwise_conv2d_nchw",
     "depthwise_conv2d_nchwc",
     "div",

@@ -52,6 +52,26 @@ def dense(X: Tensor, W: Tensor, bias: Tensor | None = None, activation: str = "n
     return bias_activation(out, bias, activation, axis=1)
 
 
+def dense_packed(X: Tensor, W: Tensor, out_dtype: str | None = None,
+                 name: str = "T_dense") -> Tensor:
+    """``X @ W`` with ``X: (M, K)`` and the constant weight packed in column panels,
+    ``W: (N/b, K, b)`` (``W[j // b, k, j % b]`` is the unpacked ``(K, N)`` weight's
+    ``[k, j]``): a tile of ``b`` output columns reads its weights as one contiguous stream
+    down the reduction, which the hardware prefetchers follow (rows of the unpacked weight
+    are ``N`` elements apart). Output ``(M, N)``."""
+    check_ndim(X, 2, "dense_packed", "X")
+    check_ndim(W, 3, "dense_packed", "W")
+    dtype = out_dtype or same_dtype("dense_packed", X, W)
+    (M, K), (panels, K2, block) = X.shape, W.shape
+    if K != K2:
+        raise ValueError(f"dense_packed: X has K={K} but W {list(W.shape)} has K={K2}")
+    k = te.reduce_axis((0, K), name="k")
+    return te.compute(
+        (M, panels * block),
+        lambda i, j: te.sum(to(dtype, X[i, k]) * to(dtype, W[j // block, k, j % block]), axis=k),
+        name=name, tag=tags.make(tags.REDUCTION, "dense_packed"))
+
+
 def dense_blocked_int8(X: Tensor, W: Tensor) -> Tensor:
     """An 8-bit dense layer in the blocked layouts of a 4-byte dot-product instruction
     (x86's ``vpdpbusd``): ``X (M, K)`` uint8 and ``W (N/16, K/4, 16, 4)`` int8 (16 output

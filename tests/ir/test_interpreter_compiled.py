@@ -92,6 +92,8 @@ CASES: dict[str, tuple[list[tuple[int, ...]], Callable[..., ir.Expr], float, boo
     "nn.depthwise_conv2d_nchwc": ([(1, 2, 5, 5, 4), (2, 1, 3, 3, 1, 4)],
                                   lambda a, b: ir.op.nn.depthwise_conv2d_nchwc(a, b, padding=1),
                                   1e-5, False),
+    "nn.dense_packed": ([(5, 6), (2, 6, 4)], lambda a, b: ir.op.nn.dense_packed(a, b), 1e-5,
+                        False),
     "nn.conv2d_transpose": ([(1, 4, 5, 5), (4, 3, 3, 3)], lambda a, b: ir.op.nn.conv2d_transpose(
         a, b, strides=(2, 2), padding=(1, 0, 1, 2), output_padding=(1, 1), dilation=(1, 2),
         groups=2), 1e-5, False),
@@ -174,7 +176,8 @@ def test_compiled_matches_numpy_for_bool_tuple_and_axis_cases(label: str) -> Non
     params, body, args = _other_case(label)
     with Delta() as d:
         want, got = run_both(params, body, args)
-    assert d.d == {"compiled": 1, "cache_hits": 0, "fallbacks": 0}, ir.jit.fallback_reasons()
+    assert d["fallbacks"] == 0, ir.jit.fallback_reasons()
+    assert d["compiled"] + d["cache_hits"] == 1  # another test may have compiled it first
     for w, g in zip(want if isinstance(want, tuple) else (want,),
                     got if isinstance(got, tuple) else (got,), strict=True):
         assert g.shape == w.shape and g.dtype == w.dtype

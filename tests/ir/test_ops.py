@@ -182,6 +182,7 @@ def _unpack_int8_kernel(w):
 
 
 A34, B14 = rand(3, 4), rand(1, 4)
+W_PANELS = rand(2, 4, 4)
 POS = positive(2, 3)
 X4 = rand(2, 3, 4, 5)
 I32 = rand(3, 4, dtype="int32")
@@ -319,6 +320,9 @@ EXTRA_CASES = [
     ("nn.depthwise_conv2d_nchwc", [_pack(X4_8, 4), _pack_kernel(W_DEPTHWISE, 1, 4)],
      {"padding": 1}, _pack(_naive_conv_nchw(X4_8, W_DEPTHWISE, (1, 1), (1, 1, 1, 1), (1, 1),
                                             8), 4)),
+    # a weight in column panels (PackDenseWeights): W_PANELS[p, k, b] is column p*4 + b
+    ("nn.dense_packed", [A34, W_PANELS], {},
+     np.einsum("ik,pkb->ipb", A34, W_PANELS).reshape(3, 8)),
     ("nn.max_pool2d", [_pack(X4_8, 4)], {"pool_size": 2, "padding": 1, "layout": "NCHW4c"},
      _pack(_naive_pool_nchw(X4_8, "max", (2, 2), (1, 1), (1, 1, 1, 1)), 4)),
     ("nn.global_avg_pool2d", [_pack(X4_8, 2)], {"layout": "NCHW2c"},

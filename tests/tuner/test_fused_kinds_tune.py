@@ -1,8 +1,9 @@
 """Every kind of fused function the models yield tunes: conv + bias + relu, the residual add
 fused into a conv, a depthwise conv + clip, dense + bias + gelu, softmax, layer_norm,
-pooling, the layout transforms (transpose / reshape) of attention and the packing of
-a CNN's input into channel blocks (convolutions run on NCHW[x]c on the CPU). One job tunes one
-task of each kind for a few trials (the workers check every measured candidate against the
+pooling, the layout transforms (transpose / reshape) of attention, the packing of a CNN's
+input into channel blocks (convolutions run on NCHW[x]c on the CPU) and a transformer's
+dense layer on a weight packed in column panels (16 rows or more). One job tunes one task
+of each kind for a few trials (the workers check every measured candidate against the
 workload's reference), then each model compiled with the records is checked against the
 interpreter."""
 
@@ -33,7 +34,8 @@ def pooling_head() -> ir.Module:
 
 MODELS: dict[str, Callable[[], ir.Module]] = {
     "resnet": resnet_basic_block, "mobilenet": mobilenet_inverted_residual,
-    "transformer": transformer_layer, "pooling": pooling_head}
+    "transformer": transformer_layer, "pooling": pooling_head,
+    "transformer, 16 rows": lambda: transformer_layer(seq=16)}
 
 LAYOUT = {"transpose", "reshape"}
 #: kind -> (model, does a task's operator list belong to the kind)
@@ -45,6 +47,8 @@ KINDS: dict[str, tuple[str, Callable[[list[str]], bool]]] = {
     "depthwise conv + clip": ("mobilenet", lambda ops: ops[0] == "nn.depthwise_conv2d_nchwc"
                               and "clip" in ops),
     "dense + bias + gelu": ("transformer", lambda ops: ops[0] == "nn.dense" and "erf" in ops),
+    "packed dense + bias + gelu": ("transformer, 16 rows",
+                                   lambda ops: ops[0] == "nn.dense_packed" and "erf" in ops),
     "softmax": ("transformer", lambda ops: "nn.softmax" in ops),
     "layer_norm": ("transformer", lambda ops: "nn.layer_norm" in ops),
     "layout transform": ("transformer", lambda ops: set(ops) <= LAYOUT),

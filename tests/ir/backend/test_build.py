@@ -80,6 +80,13 @@ def test_schedules_from_the_caller_are_used_and_bad_ones_fall_back():
     assert all(not r.tuned for r in bad.tasks)
     assert any("do not apply" in r.note for r in bad.tasks)
     np.testing.assert_allclose(bad(x), ir.evaluate(module, x), rtol=1e-4, atol=1e-5)
+    # a tuned best may be no steps at all (the plain program measured fastest): still a hit,
+    # built as it is, not replaced by the default schedule
+    def default(wl):
+        assert wl.key != conv.workload.key, "the default schedule replaced a tuned task's"
+
+    plain = build(module, schedules={conv.workload.key: []}, default_schedule=default)
+    assert {r.key: r.tuned for r in plain.tasks}[conv.workload.key]
 
 
 def test_tuple_outputs_and_inputs_by_name():
