@@ -96,3 +96,18 @@ def elementwise_matched(consumer: te.Stage, producer: te.Stage, s: te.Schedule) 
     return bool(loads) and all(
         len(n.indices) == len(axis_vars)
         and all(i is v for i, v in zip(n.indices, axis_vars, strict=True)) for n in loads)
+
+
+def read_block(stage: te.Stage, axis: te.IterVar) -> int:
+    """The block an axis is read in: ``c`` where a read divides an index of it by the
+    constant ``c`` (``W[j // 16, k, j % 16]``, a weight packed in panels), the least common
+    multiple of several; 1 if none."""
+    block = 1
+    for load in reads(stage):
+        for index in load.indices:
+            for node in expr.walk(index):
+                if (isinstance(node, expr.Binary) and node.op in ("floordiv", "floormod")
+                        and isinstance(node.b, expr.Const)
+                        and axis.var in expr.free_vars(node.a)):
+                    block = math.lcm(block, int(node.b.value))
+    return block

@@ -139,8 +139,8 @@ def _tile(task: SearchTask, s: te.Schedule, op: SketchOp, decide: Decide) -> Non
     spatial = list(stage.op.axis)
     reduce_axes = list(stage.op.reduce_axis)
     kept = [spatial.pop(), reduce_axes.pop()] if op.intrin else []
-    tiles = {a.name: decide(f"tile:{stage.name}:{a.name}", TileDecision(a.extent, 3))
-             for a in spatial}
+    tiles = {a.name: decide(f"tile:{stage.name}:{a.name}", TileDecision(
+        a.extent, 3, innermost_multiple=analysis.read_block(stage, a))) for a in spatial}
     levels: list[list[te.IterVar]] = [[], [], [], []]
     for a in spatial:
         f1, f2, f3 = tiles[a.name]

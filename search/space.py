@@ -35,6 +35,9 @@ class TileDecision:
     inexact_probability: float = 0.25
     #: the largest factor of each level, outer to inner (empty: only ``max_innermost``)
     level_max: tuple[int, ...] = ()
+    #: the innermost factor is a multiple of this (an axis read in blocks, ``j // 16``:
+    #: a vector of lanes then stays inside one block)
+    innermost_multiple: int = 1
 
     def _limit(self, level: int) -> int:
         """The largest factor of ``level`` (counted from the innermost, 0)."""
@@ -53,6 +56,8 @@ class TileDecision:
         factors: list[int] = []
         for level in range(self.parts):  # innermost first
             choices = [d for d in divisors(remaining) if d <= self._limit(level)] or [1]
+            if level == 0:
+                choices = self._whole_blocks(choices)
             f = rng.choice(choices)
             factors.append(f)
             remaining //= f
@@ -64,10 +69,16 @@ class TileDecision:
         for level in range(self.parts):  # innermost first
             limit = min(self._limit(level), remaining)
             choices = [f for f in _NICE_FACTORS if f <= limit] or [1]
+            if level == 0:
+                choices = self._whole_blocks(choices)
             f = rng.choice(choices)
             factors.append(f)
             remaining = max(1, math.ceil(remaining / f))
         return tuple(reversed(factors))
+
+    def _whole_blocks(self, choices: list[int]) -> list[int]:
+        """The innermost choices that are whole blocks (all of them if none is)."""
+        return [f for f in choices if f % self.innermost_multiple == 0] or choices
 
     def mutate(self, value: tuple[int, ...], rng: random.Random) -> tuple[int, ...]:
         """Move a factor between two levels (keeping the product), or re-draw one level."""
@@ -87,7 +98,9 @@ class TileDecision:
     def is_valid(self, value: Any) -> bool:
         return (isinstance(value, tuple | list) and len(value) == self.parts
                 and all(isinstance(f, int) and 1 <= f <= self.extent for f in value)
-                and all(f <= self._limit(self.parts - 1 - i) for i, f in enumerate(value)))
+                and all(f <= self._limit(self.parts - 1 - i) for i, f in enumerate(value))
+                and (self.parts == 0 or value[-1] % self.innermost_multiple == 0
+                     or self.extent % self.innermost_multiple != 0))
 
 
 @dataclass(frozen=True)

@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from schedule import Workload, build, lower, te
+from schedule import Workload, build, lower, ops, te
 from search.rules import RuleResult, generate_sketches, register_sketch_rule, unregister_sketch_rule
 from search.sketch import InvalidProgram, SketchOp, decision_space, instantiate, sampler
 from search.space import ChoiceDecision, TileDecision
@@ -85,6 +85,33 @@ def test_tile_sampling_includes_non_dividing_factors():
     assert any(all(1000 % f == 0 for f in v) for v in values)
     for v in values[:50]:
         assert decision.is_valid(decision.mutate(v, rng))
+
+
+def test_an_axis_read_in_blocks_is_tiled_in_whole_blocks():
+    """A weight packed in panels of 16 columns (``W[j // 16, k, j % 16]``): every sketch's
+    innermost tile of ``j`` is a whole number of panels, so a vector of lanes reads one
+    panel's consecutive weights; the programs stay correct."""
+    X = te.placeholder((32, 24), name="X")
+    W = te.placeholder((4, 24, 16), name="W")
+    wl = Workload.from_tensors([ops.dense_packed(X, W)])
+    task = SearchTask(wl, "cpu")
+    rng = random.Random(0)
+    inputs = wl.random_inputs(0)
+    tiled = 0
+    for sketch in generate_sketches(task):
+        space = decision_space(task, sketch)
+        for name, decision in space.items():
+            if name.startswith("tile:") and name.endswith(":j"):
+                tiled += 1
+                assert decision.innermost_multiple == 16
+                assert all(decision.sample(rng)[-1] % 16 == 0 for _ in range(50))
+            elif name.startswith("tile:") and name.endswith(":i"):
+                assert decision.innermost_multiple == 1
+        s, args = instantiate(task, sketch, sampler({}, {}, rng))
+        out = np.zeros((32, 64), "float32")
+        build(s, args)(*inputs, out)
+        np.testing.assert_allclose(out, wl.reference(inputs)[0], rtol=2e-4, atol=2e-4)
+    assert tiled
 
 
 def test_a_program_with_non_dividing_tiles_is_correct():
