@@ -35,6 +35,7 @@ from ..transform import (
 from ..transform.fuse_ops import FuseOps
 from ..transform.pack_dense import PackDenseWeights
 from ..transform.pack_int8 import PackInt8Convolutions
+from ..transform.sink_reshape import SinkReshape
 from ..visitor import ExprVisitor
 from .graph_executor import GraphBuildError, GraphPlan, MemoryPlan, plan_graph, plan_memory
 from .lower import LoweredFunction, lower_primitive, operator_names
@@ -51,14 +52,15 @@ def optimize(module: Module, opt_level: int = 3, target: Any = None) -> Module:
     ``target`` the convolutions run on channels packed in blocks of its float32 vector
     lanes (``ConvertLayout`` to ``NCHW<lanes>c``), quantized ones on the 8-bit dot
     product's layouts (``PackInt8Convolutions``), and products by a constant matrix read
-    it in panels of that many columns (``PackDenseWeights``)."""
+    it in panels of that many columns (``PackDenseWeights``). Element-wise operators move
+    before reshapes (``SinkReshape``) so that products absorb their bias and activation."""
     passes = [InferType(), SimplifyInference(), FoldConstant(), FoldScaleAxis()]
     lanes = _float32_lanes(target)
     if lanes is not None:
         passes.append(PackInt8Convolutions())
         passes.append(ConvertLayout({"nn.conv2d": (f"NCHW{lanes}c", "default")}))
         passes.append(PackDenseWeights(lanes))
-    passes += [FoldConstant(), EliminateCommonSubexpr(), DeadCodeElimination()]
+    passes += [SinkReshape(), FoldConstant(), EliminateCommonSubexpr(), DeadCodeElimination()]
     passes += [InlineExternal(), FuseOps(), InferType()]
     with PassContext(opt_level=opt_level):
         return Sequential(passes, "Optimize")(module)
