@@ -195,17 +195,15 @@ def _dense_packed_relation(types: Sequence[Type], attrs: Attrs) -> Type:
     return TensorType((data.shape[0], panels * block), data.dtype)
 
 
-def unpack_dense_weight(w: np.ndarray) -> np.ndarray:
-    """``(N/b, K, b)`` column panels -> the ``(K, N)`` matrix they pack."""
-    panels, k, block = w.shape
-    return w.transpose(1, 0, 2).reshape(k, panels * block)
+def _dense_packed(args: Sequence[np.ndarray], attrs: Attrs) -> np.ndarray:
+    x, w = (np.asarray(a) for a in args)
+    return np.matmul(x, _reference().layout_transform(w, f"NK{w.shape[2]}n", "KN"))
 
 
 register_op(OpDef(
     name="nn.dense_packed", num_inputs=2, attrs_schema={},
     type_relation=_dense_packed_relation, pattern=OpPattern.OUT_ELEMWISE_FUSABLE,
-    compute=lambda args, attrs: np.matmul(np.asarray(args[0]),
-                                          unpack_dense_weight(np.asarray(args[1]))),
+    compute=_dense_packed,
     lowering=low.dense_packed,
     doc="data (M, K) times a weight in column panels (N/b, K, b) -> (M, N): the (K, N) "
         "weight's column j is panel j // b, lane j % b (PackDenseWeights makes it)."))

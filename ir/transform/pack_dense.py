@@ -30,9 +30,11 @@ __all__ = ["PackDenseWeights", "pack_dense_weight"]
 
 
 def pack_dense_weight(b: np.ndarray, block: int) -> np.ndarray:
-    """A ``(K, N)`` matrix (``N`` a multiple of ``block``) -> ``(N/block, K, block)``."""
-    k, n = b.shape
-    return np.ascontiguousarray(b.reshape(k, n // block, block).transpose(1, 0, 2))
+    """A ``(K, N)`` matrix (``N`` a multiple of ``block``) -> ``(N/block, K, block)``: the
+    op library's layout transform from ``KN`` to ``NK<block>n``."""
+    from schedule import ops
+
+    return ops.reference.layout_transform(b, "KN", f"NK{block}n")
 
 
 def _weight_kn(call: Call) -> np.ndarray | None:
