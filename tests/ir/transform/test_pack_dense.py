@@ -114,3 +114,11 @@ def test_packed_kernel_matches_numpy_default_and_vectorized(block):
         np.testing.assert_allclose(out, want, rtol=1e-4, atol=1e-4)
     if block >= host_cpu_target().vector_bits // 32:
         assert "(&W[" in module.source and "{W[" not in module.source
+
+
+def test_bad_shapes_are_refused_clearly():
+    with pytest.raises(ValueError, match="not a multiple of 16"):
+        pack_dense_weight(np.zeros((3, 40), np.float32), 16)
+    with pytest.raises(ValueError, match="has K=24 but W"):
+        te_ops.dense_packed(te.placeholder((4, 24), name="X"),
+                            te.placeholder((2, 20, 16), name="W"))
