@@ -10,6 +10,10 @@ when some variables are held fixed (the bound inference of compute_at).
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
+from collections.abc import Iterator
+
 from .dtype import is_int
 from .expr import (
     Binary,
@@ -146,13 +150,43 @@ def from_linear(lin: Linear, dtype: str = "int32") -> Expr:
 # ---------------------------------------------------------------------------- simplification
 
 
+#: Within one top-level ``simplify`` (or a ``memo_scope``), each integer expression (by
+#: structure) already simplified under the same ranges: the indices of a large
+#: expression's many loads repeat the same sub-expressions (a tile's row and column).
+_MEMO: contextvars.ContextVar[dict[tuple, object] | None] = contextvars.ContextVar(
+    "simplify_memo", default=None)
+
+
+@contextlib.contextmanager
+def memo_scope() -> Iterator[None]:
+    """Share ``simplify``'s results across the calls made inside the block (a pass that
+    simplifies many expressions with common parts)."""
+    if _MEMO.get() is not None:
+        yield
+        return
+    token = _MEMO.set({})
+    try:
+        yield
+    finally:
+        _MEMO.reset(token)
+
+
 def simplify(e: Expr, ranges: Ranges | None = None) -> Expr:
     """Canonicalise integer arithmetic, fold constants, and (given variable ranges) drop
     comparisons, min/max and floordiv/floormod whose outcome the ranges decide."""
-    if is_int(e.dtype):
-        lin = linear_with_ranges(e, ranges)
-        return from_linear(lin, e.dtype)
-    return _simplify_atom(e, ranges)
+    memo = _MEMO.get()
+    if memo is None:
+        with memo_scope():
+            return simplify(e, ranges)
+    if not is_int(e.dtype):
+        return _simplify_atom(e, ranges)
+    # the ranges object is kept while the memo lives, so its id is not reused
+    memo.setdefault(("ranges", id(ranges)), ranges)
+    key = (e.key(), id(ranges))
+    out = memo.get(key)
+    if out is None:
+        out = memo[key] = from_linear(linear_with_ranges(e, ranges), e.dtype)
+    return out  # type: ignore[return-value]
 
 
 def linear_with_ranges(e: Expr, ranges: Ranges | None) -> Linear:

@@ -200,11 +200,16 @@ class ComputeOp(Operation):
 
     @property
     def input_tensors(self) -> list[Tensor]:
-        seen: dict[int, Tensor] = {}
-        for node in walk(self.body):
-            if isinstance(node, Load) and isinstance(node.source, Tensor):
-                seen.setdefault(id(node.source.op), node.source)
-        return list(seen.values())
+        """The tensors the body reads, in order of first read (found once: the body does
+        not change)."""
+        found = self.__dict__.get("_input_tensors")
+        if found is None:
+            seen: dict[int, Tensor] = {}
+            for node in walk(self.body):
+                if isinstance(node, Load) and isinstance(node.source, Tensor):
+                    seen.setdefault(id(node.source.op), node.source)
+            found = self.__dict__["_input_tensors"] = list(seen.values())
+        return list(found)
 
     @property
     def is_injective(self) -> bool:

@@ -14,6 +14,8 @@ constant index (after unrolling) into named scalar or vector variables.
 
 from __future__ import annotations
 
+import functools
+
 from . import arith
 from . import dtype as dt
 from .expr import (
@@ -160,7 +162,8 @@ class _Flatten(StmtMutator):
 
 
 def vectorize(s: Stmt, vector_bytes: int) -> Stmt:
-    return _Vectorize(vector_bytes).visit(s)
+    with arith.memo_scope():
+        return _Vectorize(vector_bytes).visit(s)
 
 
 class _Vectorize(StmtMutator):
@@ -264,7 +267,7 @@ class _VectorStmt(StmtMutator):
         coeff, base = _stride(s.indices[0], var, start, lanes)
         if coeff != 1:
             raise CannotVectorize("store stride")
-        value = _vec(s.value, var, start, lanes)
+        value = _vec(s.value, var, start, lanes, _users(s.value, var))
         if split_vector_dtype(value.dtype)[1] == 1:
             value = Broadcast(value, lanes)
         return VStore(s.buffer, base, value, lanes)
@@ -279,9 +282,17 @@ def _stride(index: Expr, var: Var, start: int, lanes: int) -> tuple[int | None, 
     coeff, base = _affine_stride(index, var, start)
     if coeff is not None or var not in free_vars(index):
         return coeff, base
-    lane = Var("lane", var.dtype)
+    lane, lane_range = _lane(var.dtype, lanes)
     within = substitute(index, {var: Binary("+", Const(start, var.dtype), lane, var.dtype)})
-    return _affine_stride(arith.simplify(within, {lane: (0, lanes - 1)}), lane, 0)
+    return _affine_stride(arith.simplify(within, lane_range), lane, 0)
+
+
+@functools.cache
+def _lane(dtype: str, lanes: int) -> tuple[Var, arith.Ranges]:
+    """The lane variable of a chunk and its range (one object per kind, so that
+    simplifications of the many loads of one statement are shared)."""
+    lane = Var("lane", dtype)
+    return lane, {lane: (0, lanes - 1)}
 
 
 def _affine_stride(index: Expr, var: Var, start: int) -> tuple[int | None, Expr]:
@@ -298,10 +309,30 @@ def _affine_stride(index: Expr, var: Var, start: int) -> tuple[int | None, Expr]
     return coeff, arith.simplify(substitute(index, {var: Const(start, var.dtype)}))
 
 
-def _vec(e: Expr, var: Var, start: int, lanes: int) -> Expr:
+def _users(e: Expr, var: Var) -> set[int]:
+    """The ids of the nodes of ``e`` that depend on ``var`` (one pass over a shared tree)."""
+    found: set[int] = set()
+    done: set[int] = set()
+    stack: list[tuple[Expr, bool]] = [(e, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if id(node) in done:
+            continue
+        if not expanded:
+            stack.append((node, True))
+            stack.extend((c, False) for c in node.children())
+            continue
+        done.add(id(node))
+        if node is var or any(id(c) in found for c in node.children()):
+            found.add(id(node))
+    return found
+
+
+def _vec(e: Expr, var: Var, start: int, lanes: int, users: set[int]) -> Expr:
     """The vector form of ``e`` for lanes ``var = start .. start + lanes - 1``; scalars stay
-    scalar (the C vector extension broadcasts them in mixed operations)."""
-    if var not in free_vars(e):
+    scalar (the C vector extension broadcasts them in mixed operations). ``users`` are the
+    ids of the nodes that depend on ``var`` (``_users``)."""
+    if id(e) not in users:
         return arith.simplify(e) if dt.is_int(e.dtype) else e
     if isinstance(e, Var):
         return Lanes([Const(start + i, e.dtype) for i in range(lanes)])
@@ -312,26 +343,26 @@ def _vec(e: Expr, var: Var, start: int, lanes: int) -> Expr:
         return Lanes([arith.simplify(substitute(e, {var: Const(start + i, var.dtype)}))
                       for i in range(lanes)])
     if isinstance(e, Select):
-        cond = _vec(e.cond, var, start, lanes)
+        cond = _vec(e.cond, var, start, lanes, users)
         if split_vector_dtype(cond.dtype)[1] > 1 and any(
                 isinstance(n, Load) for side in (e.true_value, e.false_value) for n in walk(side)):
             raise CannotVectorize("lane-dependent select over loads")
-        sides = [_vec(side, var, start, lanes) for side in (e.true_value, e.false_value)]
+        sides = [_vec(side, var, start, lanes, users) for side in (e.true_value, e.false_value)]
         sides = [x if split_vector_dtype(x.dtype)[1] > 1 else Broadcast(x, lanes) for x in sides]
         return Select(cond, sides[0], sides[1])
     if isinstance(e, Compare | Logic):
-        return type(e)(e.op, _vec(e.a, var, start, lanes), _vec(e.b, var, start, lanes),
-                       vector_dtype("bool", lanes))
+        return type(e)(e.op, _vec(e.a, var, start, lanes, users),
+                       _vec(e.b, var, start, lanes, users), vector_dtype("bool", lanes))
     if isinstance(e, Binary):
-        a, b = _vec(e.a, var, start, lanes), _vec(e.b, var, start, lanes)
+        a, b = _vec(e.a, var, start, lanes, users), _vec(e.b, var, start, lanes, users)
         return Binary(e.op, a, b, vector_dtype(e.dtype, lanes))
     if isinstance(e, Not):
-        return _not_vec(_vec(e.a, var, start, lanes), lanes)
+        return _not_vec(_vec(e.a, var, start, lanes, users), lanes)
     if isinstance(e, Call):
-        args = tuple(_vec(a, var, start, lanes) for a in e.args)
+        args = tuple(_vec(a, var, start, lanes, users) for a in e.args)
         return Call(e.name, args, vector_dtype(e.dtype, lanes))
     if isinstance(e, Cast):
-        inner = _vec(e.value, var, start, lanes)
+        inner = _vec(e.value, var, start, lanes, users)
         if split_vector_dtype(inner.dtype)[0] == "bool":
             raise CannotVectorize("cast of a mask")
         return _cast_vec(e.dtype, inner, lanes)

@@ -18,7 +18,7 @@ import numpy as np
 
 from . import dtype as dt
 from .dag import canonical_text, post_order, workload_key
-from .expr import Binary, Call, Compare, Load, Logic, walk
+from .expr import Binary, Call, Compare, Expr, Load, Logic, Select
 from .ops import get_op
 from .serialize import from_json as dag_from_json
 from .serialize import to_json as dag_to_json
@@ -78,12 +78,22 @@ class Workload:
 
     # ------------------------------------------------------------------ the computation
     def tensors(self) -> list[Tensor]:
-        """Fresh argument tensors ``[inputs..., outputs...]`` (the order of ``build``)."""
+        """The argument tensors ``[inputs..., outputs...]`` (the order of ``build``): fresh
+        for an operator; for a DAG, parsed and checked once and then shared (operations are
+        immutable: a schedule gives its stages new operations, it never changes one), which
+        matters to a search that instantiates thousands of candidates of a large fused
+        computation."""
         if self.op_name is not None:
             return get_op(self.op_name).build(self.params)
-        outputs = dag_from_json(self.dag)
-        inputs = [t for t in _placeholders(outputs)]
-        return [*inputs, *outputs]
+        parsed = self.__dict__.get("_dag_tensors")
+        if parsed is None:
+            outputs = dag_from_json(self.dag)
+            parsed = self.__dict__["_dag_tensors"] = [*_placeholders(outputs), *outputs]
+        return list(parsed)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled as data: the parsed tensors are rebuilt where they are needed."""
+        return {k: v for k, v in self.__dict__.items() if k != "_dag_tensors"}
 
     @property
     def num_outputs(self) -> int:
@@ -182,7 +192,7 @@ def _placeholders(outputs: list[Tensor]) -> list[Tensor]:
 def count_flops(outputs: list[Tensor]) -> float:
     """Arithmetic operations of a computation: per compute, the points of its iteration
     space times the arithmetic nodes of its body outside load indices (a reduction's
-    combine counts one)."""
+    combine counts one) and, of a select, its costlier side only (one side is computed)."""
     total = 0.0
     for op in post_order(outputs):
         if not isinstance(op, ComputeOp):
@@ -194,10 +204,17 @@ def count_flops(outputs: list[Tensor]) -> float:
             points *= math.prod(a.extent for a in body.axis)
             per_point = 1
             body = body.source
-        # the index arithmetic of loads (a strided window's oh * 2 + ry) is not FLOPs
-        per_point += sum(1 for n in walk(body, lambda node: not isinstance(node, Load))
-                         if (isinstance(n, Binary) and not isinstance(n, Compare | Logic))
-                         or isinstance(n, Call))
-        total += points * per_point
+        total += points * (per_point + _arithmetic(body))
     return total
+
+
+def _arithmetic(e: Expr) -> int:
+    """The arithmetic nodes of ``e``, not counting the index arithmetic of loads (a strided
+    window's ``oh * 2 + ry``) and, of a select, the condition and the cheaper side."""
+    if isinstance(e, Load):
+        return 0
+    if isinstance(e, Select):
+        return max(_arithmetic(e.true_value), _arithmetic(e.false_value))
+    own = (isinstance(e, Binary) and not isinstance(e, Compare | Logic)) or isinstance(e, Call)
+    return int(own) + sum(_arithmetic(c) for c in e.children())
 

@@ -36,6 +36,7 @@ from ..transform.fuse_ops import FuseOps
 from ..transform.pack_dense import PackDenseWeights
 from ..transform.pack_int8 import PackInt8Convolutions
 from ..transform.sink_reshape import SinkReshape
+from ..transform.winograd import ConvertWinograd
 from ..visitor import ExprVisitor
 from .graph_executor import GraphBuildError, GraphPlan, MemoryPlan, plan_graph, plan_memory
 from .lower import LoweredFunction, lower_primitive, operator_names
@@ -50,7 +51,8 @@ Schedules = Mapping[str, Any] | Callable[[Any], Any] | None
 def optimize(module: Module, opt_level: int = 3, target: Any = None) -> Module:
     """The optimisation and fusion pipeline shared by task extraction and build. For a CPU
     ``target`` the convolutions run on channels packed in blocks of its float32 vector
-    lanes (``ConvertLayout`` to ``NCHW<lanes>c``), quantized ones on the 8-bit dot
+    lanes (``ConvertLayout`` to ``NCHW<lanes>c``; the large 3x3 stride-1 ones by Winograd's
+    F(4x4, 3x3): ``ConvertWinograd``), quantized ones on the 8-bit dot
     product's layouts (``PackInt8Convolutions``), and products by a constant matrix read
     it in panels of that many columns (``PackDenseWeights``). Element-wise operators move
     before reshapes (``SinkReshape``) so that products absorb their bias and activation."""
@@ -59,10 +61,13 @@ def optimize(module: Module, opt_level: int = 3, target: Any = None) -> Module:
     if lanes is not None:
         passes.append(PackInt8Convolutions())
         passes.append(ConvertLayout({"nn.conv2d": (f"NCHW{lanes}c", "default")}))
+        passes.append(ConvertWinograd())
         passes.append(PackDenseWeights(lanes))
     passes += [SinkReshape(), FoldConstant(), EliminateCommonSubexpr(), DeadCodeElimination()]
     passes += [InlineExternal(), FuseOps(), InferType()]
-    with PassContext(opt_level=opt_level):
+    outer = PassContext.current()  # passes disabled or required around the call still are
+    with PassContext(opt_level=opt_level, disabled_pass=outer.disabled_pass,
+                     required_pass=outer.required_pass, config=outer.config):
         return Sequential(passes, "Optimize")(module)
 
 

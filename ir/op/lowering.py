@@ -486,3 +486,20 @@ def take(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
 
 
 __all__ = ["LoweringError"]
+
+
+def winograd_input(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
+    from . import relations as rel
+
+    ops, _ = _lib()
+    return ops.winograd_input_nchwc(inputs[0], attrs.tile,
+                                    rel.padding2d("nn.winograd_input", attrs.padding))
+
+
+def winograd_output(inputs: Sequence[Any], attrs: Attrs, out_type: Type) -> Any:
+    from . import relations as rel
+
+    ops, _ = _lib()
+    return ops.winograd_output_nchwc(inputs[0], attrs.tile,
+                                     rel.pair("nn.winograd_output", attrs.out_size, "out_size"),
+                                     attrs.block)

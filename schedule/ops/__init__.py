@@ -48,6 +48,7 @@ from .registry import UnknownOpError, get_op, list_ops
 from .spec import MAX_DIM, MAX_ELEMENTS, MAX_WINDOW, Arg, OpSpec, Param, ParamError
 from .tags import has_tag
 from .transform import concatenate, pad, reshape, transpose
+from .winograd import winograd_input_nchwc, winograd_output_nchwc
 
 sub = subtract
 mul = multiply
@@ -113,4 +114,6 @@ __all__ = [
     "tags",
     "tanh",
     "transpose",
+    "winograd_input_nchwc",
+    "winograd_output_nchwc",
 ]

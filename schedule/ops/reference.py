@@ -425,3 +425,75 @@ def depthwise_conv2d_nchwc(data: np.ndarray, kernel: np.ndarray, stride: IntOrPa
                                 layout_transform(kernel, f"OIHW1i{b}o", "OIHW"), stride,
                                 padding, dilation, out_dtype)
     return layout_transform(out, "NCHW", f"NCHW{b}c")
+
+
+def winograd_matrices(tile: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(B^T, G, A^T)`` of Winograd's minimal filtering ``F(tile x tile, 3 x 3)`` (Lavin
+    and Gray, 2016), for ``tile`` 2 (interpolation points 0, 1, -1) or 4 (0, 1, -1, 2, -2):
+    the output tile of a 3x3 convolution is ``A^T [(G g G^T) * (B^T d B)] A`` for an input
+    tile ``d`` of ``tile + 2`` squared values and a kernel ``g``."""
+    if tile == 2:
+        bt = [[1, 0, -1, 0], [0, 1, 1, 0], [0, -1, 1, 0], [0, 1, 0, -1]]
+        g = [[1, 0, 0], [0.5, 0.5, 0.5], [0.5, -0.5, 0.5], [0, 0, 1]]
+        at = [[1, 1, 1, 0], [0, 1, -1, -1]]
+    elif tile == 4:
+        bt = [[4, 0, -5, 0, 1, 0], [0, -4, -4, 1, 1, 0], [0, 4, -4, -1, 1, 0],
+              [0, -2, -1, 2, 1, 0], [0, 2, -1, -2, 1, 0], [0, 4, 0, -5, 0, 1]]
+        g = [[1 / 4, 0, 0], [-1 / 6, -1 / 6, -1 / 6], [-1 / 6, 1 / 6, -1 / 6],
+             [1 / 24, 1 / 12, 1 / 6], [1 / 24, -1 / 12, 1 / 6], [0, 0, 1]]
+        at = [[1, 1, 1, 1, 1, 0], [0, 1, -1, 2, -2, 0], [0, 1, 1, 4, 4, 0],
+              [0, 1, -1, 8, -8, 1]]
+    else:
+        raise ValueError(f"winograd: tile must be 2 or 4, got {tile!r}")
+    return np.array(bt, np.float64), np.array(g, np.float64), np.array(at, np.float64)
+
+
+def winograd_tiles(out_h: int, out_w: int, tile: int) -> tuple[int, int]:
+    """How many ``tile x tile`` output tiles cover an ``out_h x out_w`` output."""
+    return -(-out_h // tile), -(-out_w // tile)
+
+
+def winograd_weight(kernel: np.ndarray, tile: int) -> np.ndarray:
+    """A 3x3 kernel ``(K, C, 3, 3)`` (OIHW) in the Winograd domain: ``(alpha^2, C, K)``
+    with ``alpha = tile + 2``, position ``a * alpha + b`` holding ``(G g G^T)[a, b]``."""
+    if kernel.ndim != 4 or kernel.shape[2:] != (3, 3):
+        raise ValueError(f"winograd_weight: want a (K, C, 3, 3) kernel, got {kernel.shape}")
+    _, g, _ = winograd_matrices(tile)
+    u = np.einsum("ai,kcij,bj->abck", g, _wide(kernel), g)
+    alpha = tile + 2
+    return _out(u.reshape(alpha * alpha, kernel.shape[1], kernel.shape[0]), kernel.dtype)
+
+
+def winograd_input_nchwc(data: np.ndarray, tile: int, padding: IntOrPair) -> np.ndarray:
+    """The input tiles of a 3x3 stride-1 convolution of ``data (N, C/b, H, W, b)`` with
+    ``padding``, in the Winograd domain: ``(alpha^2, N * TH * TW, C)`` where ``TH x TW``
+    tiles of ``tile`` outputs cover the output (position-major, then tile, then channel:
+    the batched product's left operand)."""
+    n, _, h, w, block = data.shape
+    top, left, bottom, right = _pads(padding)
+    th, tw = winograd_tiles(h + top + bottom - 2, w + left + right - 2, tile)
+    alpha = tile + 2
+    x = layout_transform(_wide(data), f"NCHW{block}c", "NCHW")
+    padded = np.zeros((n, x.shape[1], th * tile + 2, tw * tile + 2), x.dtype)
+    rows, cols = min(h, padded.shape[2] - top), min(w, padded.shape[3] - left)
+    padded[:, :, top:top + rows, left:left + cols] = x[:, :, :rows, :cols]
+    windows = np.lib.stride_tricks.sliding_window_view(padded, (alpha, alpha), axis=(2, 3))
+    tiles = windows[:, :, ::tile, ::tile]  # (N, C, TH, TW, alpha, alpha)
+    bt, _, _ = winograd_matrices(tile)
+    v = np.einsum("ai,nctwij,bj->abntwc", bt, tiles, bt)
+    return _out(v.reshape(alpha * alpha, n * th * tw, x.shape[1]), data.dtype)
+
+
+def winograd_output_nchwc(m: np.ndarray, tile: int, out_size: IntOrPair,
+                          block: int) -> np.ndarray:
+    """The inverse transform: the products ``(alpha^2, N * TH * TW, K)`` of the Winograd
+    domain back to the convolution's output ``(N, K/block, OH, OW, block)``."""
+    oh, ow = _pair(out_size)
+    th, tw = winograd_tiles(oh, ow, tile)
+    alpha = tile + 2
+    k = m.shape[2]
+    products = _wide(m).reshape(alpha, alpha, -1, th, tw, k)
+    _, _, at = winograd_matrices(tile)
+    y = np.einsum("ia,abntwk,jb->nktiwj", at, products, at)
+    y = y.reshape(y.shape[0], k, th * tile, tw * tile)[:, :, :oh, :ow]
+    return _out(layout_transform(y, "NCHW", f"NCHW{block}c"), m.dtype)

@@ -94,6 +94,10 @@ CASES: dict[str, tuple[list[tuple[int, ...]], Callable[..., ir.Expr], float, boo
                                   1e-5, False),
     "nn.dense_packed": ([(5, 6), (2, 6, 4)], lambda a, b: ir.op.nn.dense_packed(a, b), 1e-5,
                         False),
+    "nn.winograd_input": ([(1, 2, 5, 6, 4)], lambda a: ir.op.nn.winograd_input(
+        a, tile=4, padding=(1, 0, 2, 1)), 1e-4, False),
+    "nn.winograd_output": ([(16, 9, 8)], lambda a: ir.op.nn.winograd_output(
+        a, tile=2, out_size=(5, 6), block=4), 1e-5, False),
     "nn.conv2d_transpose": ([(1, 4, 5, 5), (4, 3, 3, 3)], lambda a, b: ir.op.nn.conv2d_transpose(
         a, b, strides=(2, 2), padding=(1, 0, 1, 2), output_padding=(1, 1), dilation=(1, 2),
         groups=2), 1e-5, False),

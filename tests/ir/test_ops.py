@@ -181,6 +181,44 @@ def _unpack_int8_kernel(w):
     return np.ascontiguousarray(w.transpose(0, 4, 1, 5, 2, 3).reshape(ko * oc, co * four, r, s))
 
 
+def _naive_winograd_input(x, tile, pads):
+    """NCHW ``x``'s 3x3 input tiles, tile by tile: ``B^T d B`` -> (alpha^2, tiles, C)."""
+    from schedule.ops.reference import winograd_matrices
+
+    bt = winograd_matrices(tile)[0]
+    alpha = tile + 2
+    n, c, h, w = x.shape
+    oh, ow = h + pads[0] + pads[2] - 2, w + pads[1] + pads[3] - 2
+    th, tw = -(-oh // tile), -(-ow // tile)
+    padded = np.zeros((n, c, th * tile + 2, tw * tile + 2))
+    padded[:, :, pads[0]:pads[0] + h, pads[1]:pads[1] + w] = x
+    out = np.zeros((alpha * alpha, n * th * tw, c))
+    for i in range(n):
+        for ty in range(th):
+            for tx in range(tw):
+                for ch in range(c):
+                    d = padded[i, ch, ty * tile:ty * tile + alpha, tx * tile:tx * tile + alpha]
+                    out[:, (i * th + ty) * tw + tx, ch] = (bt @ d @ bt.T).ravel()
+    return out.astype(x.dtype)
+
+
+def _naive_winograd_output(m, tile, out_size, block):
+    """``A^T m A`` tile by tile, cropped to ``out_size`` and packed in ``block`` channels."""
+    from schedule.ops.reference import winograd_matrices
+
+    at = winograd_matrices(tile)[2]
+    alpha = tile + 2
+    th, tw = -(-out_size[0] // tile), -(-out_size[1] // tile)
+    n, k = m.shape[1] // (th * tw), m.shape[2]
+    y = np.zeros((n, k, th * tile, tw * tile))
+    for t in range(m.shape[1]):
+        i, ty, tx = t // (th * tw), t // tw % th, t % tw
+        for ch in range(k):
+            y[i, ch, ty * tile:(ty + 1) * tile, tx * tile:(tx + 1) * tile] = \
+                at @ m[:, t, ch].reshape(alpha, alpha) @ at.T
+    return _pack(y[:, :, :out_size[0], :out_size[1]], block).astype(m.dtype)
+
+
 A34, B14 = rand(3, 4), rand(1, 4)
 W_PANELS = rand(2, 4, 4)
 POS = positive(2, 3)
@@ -196,6 +234,7 @@ TAKE_INDICES = np.array([[3, 0, 3], [1, 5, -2]], "int32")
 G_TAKE = rand(3, 2, 3)
 X4_8, W_PACK, W_DEPTHWISE = rand(1, 8, 5, 6), rand(6, 8, 3, 3), rand(8, 1, 3, 3)
 BN_PARAMS = [rand(3), rand(3), rand(3), positive(3)]
+W_PRODUCTS = rand(16, 9, 8)  # F(2x2, 3x3) products of a 5x6 output's 3x3 tiles
 
 # (op, inputs, attrs, reference output(s), tolerance)
 COMPUTE_CASES = [
@@ -323,6 +362,13 @@ EXTRA_CASES = [
     # a weight in column panels (PackDenseWeights): W_PANELS[p, k, b] is column p*4 + b
     ("nn.dense_packed", [A34, W_PANELS], {},
      np.einsum("ik,pkb->ipb", A34, W_PANELS).reshape(3, 8)),
+    # the transforms of a Winograd convolution (ConvertWinograd)
+    ("nn.winograd_input", [_pack(X4_8, 4)], {"tile": 2, "padding": (1, 0, 2, 1)},
+     _naive_winograd_input(X4_8, 2, (1, 0, 2, 1))),
+    ("nn.winograd_input", [_pack(X4_8, 2)], {"tile": 4, "padding": (1, 1, 1, 1)},
+     _naive_winograd_input(X4_8, 4, (1, 1, 1, 1))),
+    ("nn.winograd_output", [W_PRODUCTS], {"tile": 2, "out_size": (5, 6), "block": 4},
+     _naive_winograd_output(W_PRODUCTS, 2, (5, 6), 4)),
     ("nn.max_pool2d", [_pack(X4_8, 4)], {"pool_size": 2, "padding": 1, "layout": "NCHW4c"},
      _pack(_naive_pool_nchw(X4_8, "max", (2, 2), (1, 1), (1, 1, 1, 1)), 4)),
     ("nn.global_avg_pool2d", [_pack(X4_8, 2)], {"layout": "NCHW2c"},

@@ -43,6 +43,20 @@ def op_counts(x: ir.Expr | ir.Module) -> Counter:
     return counts
 
 
+def calls_of(out: ir.Module, name: str) -> list[ir.Call]:
+    """The calls of operator ``name`` in ``out``'s @main, in visiting order."""
+    found: list[ir.Call] = []
+
+    class Find(ir.ExprVisitor):
+        def visit_call(self, e):
+            if isinstance(e.op, ir.Op) and e.op.name == name:
+                found.append(e)
+            super().visit_call(e)
+
+    Find().visit(out["main"])
+    return found
+
+
 def rand(*shape: int, seed: int = 0, low: float = -1.0, high: float = 1.0) -> ir.Constant:
     """A float32 constant of random values."""
     rng = np.random.default_rng(seed)

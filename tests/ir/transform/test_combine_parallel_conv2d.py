@@ -12,7 +12,7 @@ import ir
 from ir.op import add, concatenate, nn, split
 from ir.transform import CombineParallelConv2D, FoldConstant
 
-from .helpers import assert_main, op_counts, rand, run
+from .helpers import assert_main, calls_of, op_counts, rand, run
 
 
 def test_three_branches_become_one_conv_and_split():
@@ -39,21 +39,11 @@ def test_nhwc_and_variable_kernels_use_concatenate():
     f = ir.Function([x, *ws], add(add(convs[0], convs[1]), add(convs[2], convs[3])))
     out = run(CombineParallelConv2D(min_num_branches=4), f)
     assert op_counts(out) == {"nn.conv2d": 1, "split": 1, "concatenate": 1, "add": 3}
-    conv = next(iter(_calls(out, "nn.conv2d")))
+    conv = next(iter(calls_of(out, "nn.conv2d")))
     assert conv.attrs.channels == 16
     ir.assert_structural_equal(conv.args[1], concatenate(ir.Tuple(ws), axis=3))
 
 
-def _calls(mod, name):
-    found = []
-
-    class V(ir.ExprVisitor):
-        def visit_call(self, e):
-            if isinstance(e.op, ir.Op) and e.op.name == name:
-                found.append(e)
-            super().visit_call(e)
-    V().visit(mod["main"])
-    return found
 
 
 def _three(x, **attrs):

@@ -12,21 +12,11 @@ import ir
 from ir.op import add, multiply, nn, reshape
 from ir.transform import ConvertLayout, FoldConstant, SimplifyInference
 
-from .helpers import op_counts, rand, run
+from .helpers import calls_of, op_counts, rand, run
 
 NHWC = ConvertLayout({"nn.conv2d": ("NHWC", "HWIO")})
 
 
-def _calls(mod, name):
-    found = []
-
-    class V(ir.ExprVisitor):
-        def visit_call(self, e):
-            if isinstance(e.op, ir.Op) and e.op.name == name:
-                found.append(e)
-            super().visit_call(e)
-    V().visit(mod["main"])
-    return found
 
 
 def _bn(y, c, seed):
@@ -52,15 +42,15 @@ def _resnet_like(batch_norm_op: bool = True) -> ir.Function:
 def test_resnet_like_has_one_transpose_in_and_one_out():
     out = run(NHWC, _resnet_like())
     assert op_counts(out)["transpose"] == 2
-    for conv in _calls(out, "nn.conv2d"):
+    for conv in calls_of(out, "nn.conv2d"):
         assert (conv.attrs.data_layout, conv.attrs.kernel_layout) == ("NHWC", "HWIO")
         assert isinstance(conv.args[1], ir.Constant)
-    assert _calls(out, "nn.max_pool2d")[0].attrs.layout == "NHWC"
-    assert _calls(out, "nn.global_avg_pool2d")[0].attrs.layout == "NHWC"
-    assert {bn.attrs.axis for bn in _calls(out, "nn.batch_norm")} == {3}
-    assert _calls(out, "nn.bias_add")[0].attrs.axis == 3
+    assert calls_of(out, "nn.max_pool2d")[0].attrs.layout == "NHWC"
+    assert calls_of(out, "nn.global_avg_pool2d")[0].attrs.layout == "NHWC"
+    assert {bn.attrs.axis for bn in calls_of(out, "nn.batch_norm")} == {3}
+    assert calls_of(out, "nn.bias_add")[0].attrs.axis == 3
     # the input is transposed on its way in, and the pooled result on its way out
-    transposes = _calls(out, "transpose")
+    transposes = calls_of(out, "transpose")
     assert {t.attrs.axes for t in transposes} == {(0, 2, 3, 1), (0, 3, 1, 2)}
     assert any(t.args[0] is out["main"].params[0] for t in transposes)
 
@@ -68,7 +58,7 @@ def test_resnet_like_has_one_transpose_in_and_one_out():
 def test_after_simplify_inference_per_channel_constants_follow():
     out = run([SimplifyInference(), FoldConstant(), NHWC], _resnet_like())
     assert op_counts(out)["transpose"] == 2
-    for m in _calls(out, "multiply"):
+    for m in calls_of(out, "multiply"):
         assert m.args[1].shape == (1, 1, 1, 8)             # (8, 1, 1) lifted and transposed
 
 
@@ -77,7 +67,7 @@ def test_back_and_forth_and_let_form():
     y = nn.conv2d(x, rand(4, 4, 3, 3), padding=1)
     f = ir.Function([x], nn.softmax(ir.op.mean(nn.relu(y), axis=(2, 3)), axis=-1))
     out = run(NHWC, f)
-    mean = _calls(out, "mean")[0]
+    mean = calls_of(out, "mean")[0]
     assert mean.attrs.axis == (1, 2) and op_counts(out)["transpose"] == 1
     anf = ir.to_a_normal_form(f)
     assert op_counts(run(NHWC, anf))["transpose"] == 1
@@ -88,9 +78,9 @@ def test_nhwc_to_nchw_and_default_kernel():
     y = nn.conv2d(x, rand(3, 3, 3, 4), data_layout="NHWC", kernel_layout="HWIO")
     y = nn.avg_pool2d(nn.relu(y), pool_size=2, layout="NHWC")
     out = run(ConvertLayout({"nn.conv2d": ("NCHW", "default")}), ir.Function([x], y))
-    conv = _calls(out, "nn.conv2d")[0]
+    conv = calls_of(out, "nn.conv2d")[0]
     assert (conv.attrs.data_layout, conv.attrs.kernel_layout) == ("NCHW", "OIHW")
-    assert _calls(out, "nn.avg_pool2d")[0].attrs.layout == "NCHW"
+    assert calls_of(out, "nn.avg_pool2d")[0].attrs.layout == "NCHW"
     assert op_counts(out)["transpose"] == 2
 
 
@@ -105,12 +95,12 @@ def test_concat_split_transpose_pad_and_variable_operands():
     body = ir.op.transpose(add(ir.TupleGetItem(halves, 0), ir.TupleGetItem(halves, 1)),
                            axes=(0, 2, 3, 1))
     out = run(NHWC, ir.Function([x, s, w], body))
-    assert _calls(out, "concatenate")[0].attrs.axis == 3
-    assert _calls(out, "split")[0].attrs.axis == 3
+    assert calls_of(out, "concatenate")[0].attrs.axis == 3
+    assert calls_of(out, "split")[0].attrs.axis == 3
     # x, the variable kernel and the variable scale are transposed; the final transpose
     # to NHWC cancels out against the converted layout
     assert op_counts(out)["transpose"] == 3 and op_counts(out)["expand_dims"] == 1
-    assert _calls(out, "nn.pad")[0].attrs.pad_width == ((0, 0), (1, 1), (0, 0), (0, 0))
+    assert calls_of(out, "nn.pad")[0].attrs.pad_width == ((0, 0), (1, 1), (0, 0), (0, 0))
 
 
 def test_nothing_to_convert():

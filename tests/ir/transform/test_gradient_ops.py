@@ -209,16 +209,19 @@ def test_tangent_matches_directional_differences_and_reverse_mode(name, build, i
 
 def test_every_differentiable_operator_has_a_rule():
     """The operators of models and of the issue's list all have a rule; those without one
-    (their gradient ops, the packed convolutions and dense layer that compilation makes)
+    (their gradient ops, the packed convolutions, dense layer and Winograd transforms that
+    compilation makes)
     are reported by name."""
     builtin = [n for n in ir.list_ops()
                if ir.get_op_def(n).compute.__module__.startswith("ir.op.")]
     without = [n for n in builtin if not has_gradient(n)]
     assert without == ["nn.avg_pool2d_grad", "nn.conv2d_backward_weight", "nn.conv2d_nchwc",
                        "nn.conv2d_transpose", "nn.dense_packed", "nn.depthwise_conv2d_nchwc",
-                       "nn.max_pool2d_grad", "strided_slice_grad", "take_grad"]
+                       "nn.max_pool2d_grad", "nn.winograd_input", "nn.winograd_output",
+                       "strided_slice_grad", "take_grad"]
     assert [n for n in builtin if not has_tangent(n)] == [
-        "nn.conv2d_nchwc", "nn.dense_packed", "nn.depthwise_conv2d_nchwc"]
+        "nn.conv2d_nchwc", "nn.dense_packed", "nn.depthwise_conv2d_nchwc", "nn.winograd_input",
+        "nn.winograd_output"]
     x = ir.var("x", shape=(1, 2, 3, 3), dtype=F64)
     w = ir.var("w", shape=(2, 1, 2, 2), dtype=F64)
     f = ir.Function([x, w], nn.conv2d_transpose(x, w))

@@ -14,20 +14,11 @@ from ir.transform.pack_dense import PackDenseWeights, pack_dense_weight
 from schedule import Workload, build, host_cpu_target, make_schedule, te
 from schedule import ops as te_ops
 
-from .helpers import op_counts, rand, run
+from .helpers import calls_of, op_counts, rand, run
 
 
 def _packed_calls(out: ir.Module) -> list[ir.Call]:
-    found: list[ir.Call] = []
-
-    class Find(ir.ExprVisitor):
-        def visit_call(self, e):
-            if isinstance(e.op, ir.Op) and e.op.name == "nn.dense_packed":
-                found.append(e)
-            super().visit_call(e)
-
-    Find().visit(out["main"])
-    return found
+    return calls_of(out, "nn.dense_packed")
 
 
 def test_pack_dense_weight_puts_each_panel_of_columns_down_the_reduction():

@@ -12,8 +12,8 @@ import ir
 from ir.op import add, clip, concatenate, multiply, nn, reshape
 from ir.transform import ConvertLayout, FoldConstant, FoldScaleAxis, SimplifyInference
 
-from .helpers import op_counts, rand, run
-from .test_convert_layout import _calls, _resnet_like
+from .helpers import calls_of, op_counts, rand, run
+from .test_convert_layout import _resnet_like
 
 PACK16 = ConvertLayout({"nn.conv2d": ("NCHW16c", "default")})
 PACK8 = ConvertLayout({"nn.conv2d": ("NCHW8c", "default")})
@@ -25,17 +25,17 @@ def test_resnet_like_is_packed_between_one_transform_in_and_one_out():
     counts = op_counts(out)
     assert counts["nn.conv2d"] == 0 and counts["nn.conv2d_nchwc"] == 3
     assert counts["layout_transform"] == 2
-    first, *rest = _calls(out, "nn.conv2d_nchwc")
+    first, *rest = calls_of(out, "nn.conv2d_nchwc")
     assert first.checked_type.shape == (1, 1, 16, 16, 8)
     assert first.args[0].checked_type.shape == (1, 1, 16, 16, 3)  # 3 channels: one block
     assert first.args[1].data.shape == (1, 1, 3, 3, 3, 8)         # transformed at once
-    transforms = _calls(out, "layout_transform")
+    transforms = calls_of(out, "layout_transform")
     assert {(t.attrs.src_layout, t.attrs.dst_layout) for t in transforms} == {
         ("NCHW", "NCHW3c"), ("NCHW8c", "NCHW")}
-    assert _calls(out, "nn.max_pool2d")[0].attrs.layout == "NCHW8c"
-    assert _calls(out, "nn.global_avg_pool2d")[0].attrs.layout == "NCHW8c"
-    assert not _calls(out, "nn.bias_add")   # an add of the packed bias instead
-    for a in _calls(out, "add"):
+    assert calls_of(out, "nn.max_pool2d")[0].attrs.layout == "NCHW8c"
+    assert calls_of(out, "nn.global_avg_pool2d")[0].attrs.layout == "NCHW8c"
+    assert not calls_of(out, "nn.bias_add")   # an add of the packed bias instead
+    for a in calls_of(out, "add"):
         assert len(a.checked_type.shape) == 5
 
 
@@ -44,7 +44,7 @@ def test_blocks_follow_the_channel_counts():
     y = nn.relu(nn.conv2d(x, rand(48, 24, 3, 3, seed=1), strides=2, padding=1))
     y = nn.conv2d(y, rand(20, 48, 1, 1, seed=2))
     out = run(PACK16, ir.Function([x], y))
-    first, second = _calls(out, "nn.conv2d_nchwc")
+    first, second = calls_of(out, "nn.conv2d_nchwc")
     assert first.args[0].checked_type.shape[-1] == 8      # 24 channels: blocks of 8
     assert first.checked_type.shape[-1] == 16             # 48 channels: blocks of 16
     assert second.checked_type.shape[-1] == 4             # 20 channels: blocks of 4
@@ -59,7 +59,7 @@ def test_depthwise_and_clip_and_residual_stay_packed():
     out = run(PACK16, ir.Function([x], multiply(y, rand(32, 1, 1, seed=3))))
     counts = op_counts(out)
     assert counts["nn.depthwise_conv2d_nchwc"] == 1 and counts["nn.conv2d_nchwc"] == 1
-    dw = _calls(out, "nn.depthwise_conv2d_nchwc")[0]
+    dw = calls_of(out, "nn.depthwise_conv2d_nchwc")[0]
     assert dw.args[1].data.shape == (2, 1, 3, 3, 1, 16)
     # x is packed once (shared by the conv and the residual add), the result unpacked once
     assert counts["layout_transform"] == 2
@@ -71,7 +71,7 @@ def test_concatenate_on_channels_and_unsupported_users_get_nchw():
     b = nn.conv2d(x, rand(32, 16, 1, 1, seed=2))
     cat = concatenate(ir.Tuple([a, b]), axis=1)
     out = run(PACK16, ir.Function([x], ir.Tuple([cat, ir.op.sum(a, axis=(1,))])))
-    assert _calls(out, "concatenate")[0].checked_type.shape == (1, 3, 6, 6, 16)
+    assert calls_of(out, "concatenate")[0].checked_type.shape == (1, 3, 6, 6, 16)
     # the sum sees a in NCHW: one transform back for it, one for the concatenation
     assert op_counts(out)["layout_transform"] == 3
 
