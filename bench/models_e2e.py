@@ -14,6 +14,7 @@ Model jobs time candidates with the caches flushed before each call
 
     .venv/bin/python bench/models_e2e.py --db sqlite:///bench-models.db [--tune 2000]
         [--models resnet18,mobilenet_v2,bert_layer] [--json out.json] [--warm]
+        [--disable-pass ConvertWinograd]
 
 Run it with nothing else on the machine: timings (and tuning) are spoiled by other work.
 """
@@ -198,8 +199,13 @@ def main() -> int:
     parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     parser.add_argument("--warm", action="store_true",
                         help="tune with repeated calls on warm caches (not flushed)")
+    parser.add_argument("--disable-pass", action="append", default=[], metavar="NAME",
+                        help="compile without this optimisation pass (e.g. ConvertWinograd; "
+                             "repeatable), to compare")
     args = parser.parse_args()
     import torch
+
+    from ir.transform import PassContext
 
     torch.set_num_threads(THREADS)
     rows = []
@@ -207,8 +213,9 @@ def main() -> int:
         for name in args.models.split(","):
             if name not in MODELS:
                 parser.error(f"unknown model {name!r}; one of {', '.join(MODELS)}")
-            rows.append(bench_model(name, args.db, args.tune, args.repeat, Path(tmp),
-                                    args.warm))
+            with PassContext(disabled_pass=args.disable_pass):
+                rows.append(bench_model(name, args.db, args.tune, args.repeat, Path(tmp),
+                                        args.warm))
             print(report(rows[-1:]), flush=True)
     print()
     print(report(rows))
