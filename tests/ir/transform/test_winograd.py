@@ -169,6 +169,9 @@ def test_bad_uses_are_refused_clearly():
     with pytest.raises(ir.IRTypeError, match=r"are not \(36, N \* 4, K\)"):
         ir.infer_type(ir.Module({"main": ir.Function([m], nn.winograd_output(
             m, tile=4, out_size=(8, 8), block=4))}))
+    packed = ir.var("p", shape=(1, 2, 8, 8, 4))
+    with pytest.raises(ir.IRTypeError, match="are not"):  # a rank-5 tensor, not products
+        ir.infer_type(ir.Module({"main": ir.Function([packed], nn.winograd_output(packed))}))
     with pytest.raises(ValueError, match="tile must be 2 or 4"):
         ref.winograd_matrices(6)
     with pytest.raises(ValueError, match=f"{TILE_CONFIG} must be 2 or 4"), \
