@@ -9,7 +9,10 @@ the best the same tune had measured after that many trials (so the budgets share
 search, and a budget's figure is what a tune stopped there would have had, up to the
 search's own batch plan). Figures taken while the machine was disturbed (the workers say
 so) are left out of the best-so-far. Every program is built in this process and checked
-against the numpy reference before it is timed.
+against the numpy reference before it is timed. The rows marked "packed" tune the same
+convolutions on channels packed in blocks of the vector lanes (the layout compiled models
+run them in) and time them on inputs packed beforehand: the libraries' rows are NCHW, so
+a packed row leaves out the layout change a model does once at its edges.
 
 Per row: each contender's median time per call from Python (median of ``--rounds``
 interleaved rounds, each the median of the calls in 0.3 s), ours at every budget as
@@ -37,42 +40,105 @@ sys.path.insert(0, str(ROOT))
 
 from bench.fma_peak import fma_peak  # noqa: E402
 from bench.timing import median_call_time  # noqa: E402
-from bench.tune_curves import built_best  # noqa: E402
 from db import Database  # noqa: E402
-from schedule import Workload, host_cpu_target  # noqa: E402
+from schedule import Workload, build, host_cpu_target, make_schedule  # noqa: E402
 from tuner import tune  # noqa: E402
 from tuner.trial import is_disturbed, is_reconfirmation  # noqa: E402
 
 MEMORY_BOUND_FLOPS_PER_BYTE = 4.0
 
 
-def _conv(C: int, H: int, K: int, R: int, stride: int, padding: int) -> Workload:
-    return Workload.op("conv2d_nchw", N=1, C=C, H=H, W=H, K=K, R=R, S=R, stride=stride,
-                       padding=padding)
+@dataclass(frozen=True)
+class Anchor:
+    """A row: ``op`` is the operator as the libraries compute it (NCHW for convolutions);
+    ``packed`` tunes it instead on channels packed in blocks of the vector lanes
+    (NCHW[x]c data, OIHW[x]i[y]o weights: the layout the model pipeline runs convolutions
+    in), timed on inputs packed beforehand, as a compiled model's weights are."""
+
+    op: Workload
+    packed: bool = False
+
+    def blocks(self) -> tuple[int, int]:
+        from bench.packed_conv import block
+        from schedule import Target
+
+        lanes = Target.parse("cpu").vector_bits // 32
+        p = self.op.params
+        out_channels = p["C"] if self.op.op_name == "depthwise_conv2d_nchw" else p["K"]
+        return block(p["C"], lanes), block(out_channels, lanes)
+
+    def workload(self) -> Workload:
+        """What the tuner tunes for this row."""
+        if not self.packed:
+            return self.op
+        from schedule import ops, te
+
+        p, (ic, oc) = self.op.params, self.blocks()
+        N, C, H, W, R, S = (p[k] for k in ("N", "C", "H", "W", "R", "S"))
+        data = te.placeholder((N, C // ic, H, W, ic), "float32", name="data")
+        if self.op.op_name == "depthwise_conv2d_nchw":
+            kernel = te.placeholder((C // oc, 1, R, S, 1, oc), "float32", name="kernel")
+            out = ops.depthwise_conv2d_nchwc(data, kernel, p["stride"], p["padding"])
+        else:
+            kernel = te.placeholder((p["K"] // oc, C // ic, R, S, ic, oc), "float32",
+                                    name="kernel")
+            out = ops.conv2d_nchwc(data, kernel, p["stride"], p["padding"])
+        return Workload.from_tensors([out], name=f"{self.op.op_name}_packed")
+
+    def our_arrays(self, inputs: list[np.ndarray],
+                   expected: np.ndarray) -> tuple[list[np.ndarray], np.ndarray]:
+        """The inputs and the expected output in the layout of ``workload()``."""
+        if not self.packed:
+            return inputs, expected
+        from schedule.ops.reference import layout_transform
+
+        ic, oc = self.blocks()
+        kernel_layout = (f"OIHW1i{oc}o" if self.op.op_name == "depthwise_conv2d_nchw"
+                         else f"OIHW{ic}i{oc}o")
+        return ([layout_transform(inputs[0], "NCHW", f"NCHW{ic}c"),
+                 layout_transform(inputs[1], "OIHW", kernel_layout)],
+                layout_transform(expected, "NCHW", f"NCHW{oc}c"))
 
 
-def _depthwise(C: int, H: int, stride: int) -> Workload:
-    return Workload.op("depthwise_conv2d_nchw", N=1, C=C, H=H, W=H, R=3, S=3, stride=stride,
-                       padding=1)
+def _conv(C: int, H: int, K: int, R: int, stride: int, padding: int,
+          packed: bool = False) -> Anchor:
+    return Anchor(Workload.op("conv2d_nchw", N=1, C=C, H=H, W=H, K=K, R=R, S=R, stride=stride,
+                              padding=padding), packed)
 
 
-ANCHORS: dict[str, Workload] = {
-    "GEMM 512³": Workload.op("matmul", M=512, N=512, K=512),
-    "GEMM 1024³": Workload.op("matmul", M=1024, N=1024, K=1024),
-    "BERT FFN 128x3072x768": Workload.op("matmul", M=128, N=3072, K=768),
-    "batch_matmul 12x128x128x64": Workload.op("batch_matmul", B=12, M=128, N=128, K=64),
+def _depthwise(C: int, H: int, stride: int, packed: bool = False) -> Anchor:
+    return Anchor(Workload.op("depthwise_conv2d_nchw", N=1, C=C, H=H, W=H, R=3, S=3,
+                              stride=stride, padding=1), packed)
+
+
+def _op(name: str, **params) -> Anchor:
+    return Anchor(Workload.op(name, **params))
+
+
+ANCHORS: dict[str, Anchor] = {
+    "GEMM 512³": _op("matmul", M=512, N=512, K=512),
+    "GEMM 1024³": _op("matmul", M=1024, N=1024, K=1024),
+    "BERT FFN 128x3072x768": _op("matmul", M=128, N=3072, K=768),
+    "batch_matmul 12x128x128x64": _op("batch_matmul", B=12, M=128, N=128, K=64),
     "conv R18 64→64 56² 3x3": _conv(64, 56, 64, 3, 1, 1),
     "conv 128→256 28² 3x3 s2": _conv(128, 28, 256, 3, 2, 1),
     "depthwise 256ch 28² 3x3": _depthwise(256, 28, 1),
-    "softmax 128x3072": Workload.op("softmax", M=128, N=3072),
-    "layer_norm 128x768": Workload.op("layer_norm", M=128, N=768),
-    "add+relu 1x64x56²": Workload.op("elementwise", shape=[1, 64, 56, 56], ops=["add", "relu"]),
+    "softmax 128x3072": _op("softmax", M=128, N=3072),
+    "layer_norm 128x768": _op("layer_norm", M=128, N=768),
+    "add+relu 1x64x56²": _op("elementwise", shape=[1, 64, 56, 56], ops=["add", "relu"]),
     # shapes that divide nothing
-    "matmul 257x383x191": Workload.op("matmul", M=257, N=383, K=191),
+    "matmul 257x383x191": _op("matmul", M=257, N=383, K=191),
     "conv 96→128 27² 3x3 s2": _conv(96, 27, 128, 3, 2, 1),
     "conv AlexNet 3→64 224² 11x11 s4": _conv(3, 224, 64, 11, 4, 2),
     "depthwise 144ch 57² 3x3 s2": _depthwise(144, 57, 2),
-    "softmax 100x1000": Workload.op("softmax", M=100, N=1000),
+    "softmax 100x1000": _op("softmax", M=100, N=1000),
+    # the convolutions again on packed channels, as compiled models run them
+    "conv R18 64→64 56² 3x3 [packed]": _conv(64, 56, 64, 3, 1, 1, packed=True),
+    "conv 128→256 28² 3x3 s2 [packed]": _conv(128, 28, 256, 3, 2, 1, packed=True),
+    "depthwise 256ch 28² 3x3 [packed]": _depthwise(256, 28, 1, packed=True),
+    "conv 96→128 27² 3x3 s2 [packed]": _conv(96, 27, 128, 3, 2, 1, packed=True),
+    "conv AlexNet 3→64 224² 11x11 s4 [packed]": _conv(3, 224, 64, 11, 4, 2, packed=True),
+    "depthwise 144ch 57² 3x3 s2 [packed]": _depthwise(144, 57, 2, packed=True),
 }
 
 
@@ -211,17 +277,31 @@ def min_bytes(inputs: list[np.ndarray], expected: np.ndarray) -> int:
     return sum(x.nbytes for x in inputs) + expected.nbytes
 
 
-def run_workload(name: str, wl: Workload, marks: list[int], rounds: int, pool, seed: int,
+def built_program(wl: Workload, steps: list, inputs: list[np.ndarray],
+                  expected: np.ndarray) -> Callable[[], object]:
+    """One call of the program of ``steps``, built in this process and checked first."""
+    s, tensors = make_schedule(wl, steps)
+    module = build(s, tensors)
+    out = np.zeros_like(expected)
+    module(*inputs, out)
+    np.testing.assert_allclose(out, expected, rtol=1e-3, atol=1e-3)
+    return lambda: module(*inputs, out)
+
+
+def run_workload(name: str, anchor: Anchor, marks: list[int], rounds: int, pool, seed: int,
                  peak: float) -> str:
     """Tune, re-time and return the workload's table row (markdown)."""
-    tuned = tune_to(wl, marks, pool, seed)
+    wl = anchor.op
+    tuned = tune_to(anchor.workload(), marks, pool, seed)
     inputs = wl.random_inputs(0)
     (expected,) = wl.reference(inputs)
     contenders = library_contenders(wl, inputs, expected)
     libraries = list(contenders)
+    our_inputs, our_expected = anchor.our_arrays(inputs, expected)
     for mark in marks:
         if mark in tuned.best_steps:
-            contenders[f"ours@{mark}"] = built_best(wl, tuned.best_steps[mark], inputs)
+            contenders[f"ours@{mark}"] = built_program(anchor.workload(), tuned.best_steps[mark],
+                                                       our_inputs, our_expected)
     timed = interleaved_times(contenders, rounds)
     best_library = min(libraries, key=timed.__getitem__)
     moved = min_bytes(inputs, expected)

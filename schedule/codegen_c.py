@@ -38,9 +38,11 @@ from .source_printer import SourcePrinter
 from .vectorize import (
     Broadcast,
     Lanes,
+    StridedLoad,
     VLoad,
     flatten,
     promote_registers,
+    shuffle_plan,
     split_vector_dtype,
     vectorize,
 )
@@ -176,6 +178,8 @@ class CCodegen(SourcePrinter):
                 f"static inline {vt} {helper}(const void* p) "
                 f"{{ {vt} r; memcpy(&r, p, sizeof r); return r; }}"))
             return f"{helper}(&{self.buf_name(e.buffer)}[{self.expr(e.base)}])"
+        if isinstance(e, StridedLoad):
+            return f"{self._strided_helper(e)}(&{self.buf_name(e.buffer)}[{self.expr(e.base)}])"
         if isinstance(e, Broadcast):
             vt = self.vtype(e.dtype)
             return f"(({vt}){{0}} + ({self.expr(e.value)}))"
@@ -211,6 +215,24 @@ class CCodegen(SourcePrinter):
         if isinstance(e, Call):
             return self._call(e, lanes)
         raise ScheduleError(f"C code generation: unsupported expression {type(e).__name__}")
+
+    def _strided_helper(self, e: StridedLoad) -> str:
+        """A function reading ``e``'s lanes from a pointer to its first element: whole
+        vectors over the span, combined by two-vector shuffles (``shuffle_plan``)."""
+        vt = self.vtype(e.dtype)
+        helper = f"tt_load_{vt.removeprefix('tt_')}_stride{e.stride}"
+        if helper not in self.helpers:
+            offsets, steps = shuffle_plan(e.lanes, e.stride)
+            size = dt.itemsize(e.buffer.dtype)
+            loads = " ".join(f"{vt} v{j}; memcpy(&v{j}, p + {offset * size}, sizeof v{j});"
+                             for j, offset in enumerate(offsets))
+            combine = " ".join(
+                f"r = __builtin_shufflevector({'v0' if j == 1 else 'r'}, v{j}, "
+                f"{', '.join(map(str, indices))});" for j, indices in enumerate(steps, start=1))
+            self.helpers[helper] = (f"static inline {vt} {helper}(const void* q) {{ "
+                                    f"const char* p = (const char*)q; {loads} {vt} r; "
+                                    f"{combine} return r; }}")
+        return helper
 
     def _binary(self, e: Binary, lanes: int) -> str:
         base = split_vector_dtype(e.dtype)[0]

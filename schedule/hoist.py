@@ -33,7 +33,7 @@ from .loop_ir import (
     VStore,
     seq,
 )
-from .vectorize import VLoad
+from .vectorize import StridedLoad, VLoad
 
 #: Most slots hoisted out of one loop (about the vector registers of the widest target).
 MAX_SLOTS = 32
@@ -132,6 +132,8 @@ class _Accesses(StmtVisitor):
         for n in walk(e):
             if isinstance(n, VLoad) and n.buffer is self.buf:
                 self.accesses.append((n.base, n.lanes))
+            elif isinstance(n, StridedLoad) and n.buffer is self.buf:
+                raise _NotHoistable
             elif isinstance(n, Load) and n.source is self.buf:
                 self.accesses.append((n.indices[0], 1))
             else:

@@ -4,9 +4,11 @@ A loop marked ``vectorized`` becomes explicit vector statements: its extent is
 cut into chunks of the target's vector width (narrower power-of-two chunks and
 finally scalar code for the tail), each load/store whose flat index advances by
 one per iteration becomes a vector load/store, loop-invariant values broadcast,
-other strides become lane-by-lane gathers. A body that cannot be vectorized
-safely (a lane-dependent guard, a lane-dependent select over loads that could
-read out of bounds, scattered stores, half-precision) stays a scalar loop.
+loads at a small constant stride (a stride-2 convolution's input) become whole-vector
+loads over their span gathered by shuffles, other strides lane-by-lane gathers. A body
+that cannot be vectorized safely (a lane-dependent guard, a lane-dependent select over
+loads that could read out of bounds, scattered stores, half-precision) stays a scalar
+loop.
 
 Register promotion then turns a ``local`` buffer whose every access uses a
 constant index (after unrolling) into named scalar or vector variables.
@@ -70,6 +72,58 @@ class VLoad(Expr):
 
     def _make_key(self) -> tuple:
         return ("vload", id(self.buffer), self.base.key(), self.lanes)
+
+
+class StridedLoad(Expr):
+    """``lanes`` elements of ``buffer`` at flat indices ``base + i * stride``. Printed as
+    whole-vector loads that stay within the first and the last of those elements, combined
+    by shuffles (``shuffle_plan``)."""
+
+    __slots__ = ("base", "buffer", "lanes", "stride")
+
+    def __init__(self, buffer: Buffer, base: Expr, lanes: int, stride: int):
+        object.__setattr__(self, "buffer", buffer)
+        object.__setattr__(self, "base", base)
+        object.__setattr__(self, "lanes", lanes)
+        object.__setattr__(self, "stride", stride)
+        object.__setattr__(self, "dtype", vector_dtype(buffer.dtype, lanes))
+
+    def children(self) -> tuple[Expr, ...]:
+        return (self.base,)
+
+    def rebuild(self, children: list[Expr]) -> StridedLoad:
+        return StridedLoad(self.buffer, children[0], self.lanes, self.stride)
+
+    def _make_key(self) -> tuple:
+        return ("sload", id(self.buffer), self.base.key(), self.lanes, self.stride)
+
+
+#: The largest constant stride read by shuffling whole vectors (``stride`` loads and
+#: ``stride - 1`` two-vector shuffles per vector, against ``lanes`` scalar loads).
+MAX_SHUFFLED_STRIDE = 4
+
+
+def shuffle_plan(lanes: int, stride: int) -> tuple[list[int], list[list[int]]]:
+    """How ``StridedLoad`` is printed: the offsets (from ``base``) of the whole vectors
+    loaded, every one within ``[0, (lanes - 1) * stride]`` so nothing outside the
+    elements read is touched, and for each vector after the first the indices of a
+    two-vector shuffle ``(so far, this vector)``: index ``i`` keeps lane ``i`` of the
+    result so far, ``lanes + j`` takes lane ``j`` of this vector."""
+    last = (lanes - 1) * stride
+    count = -(-(last + 1) // lanes)
+    offsets = [min(j * lanes, last + 1 - lanes) for j in range(count)]
+    source = [next(j for j, o in enumerate(offsets) if o <= i * stride < o + lanes)
+              for i in range(lanes)]
+
+    def lane_index(i: int, j: int) -> int:
+        """Where lane ``i`` of the result is taken from in step ``j``'s shuffle."""
+        if source[i] == j:
+            return lanes + i * stride - offsets[j]
+        if j == 1:  # the first step also reads the first vector; later lanes: any
+            return i * stride - offsets[0] if source[i] == 0 else 0
+        return i
+
+    return offsets, [[lane_index(i, j) for i in range(lanes)] for j in range(1, count)]
 
 
 class Broadcast(Expr):
@@ -340,6 +394,8 @@ def _vec(e: Expr, var: Var, start: int, lanes: int, users: set[int]) -> Expr:
         coeff, base = _stride(e.indices[0], var, start, lanes)
         if coeff == 1:
             return VLoad(e.source, base, lanes)
+        if coeff is not None and 2 <= coeff <= MAX_SHUFFLED_STRIDE and lanes >= 4:
+            return StridedLoad(e.source, base, lanes, coeff)
         return Lanes([arith.simplify(substitute(e, {var: Const(start + i, var.dtype)}))
                       for i in range(lanes)])
     if isinstance(e, Select):
@@ -399,6 +455,8 @@ def promote_registers(s: Stmt) -> dict[Buffer, int]:
             for n in walk(e):
                 if isinstance(n, VLoad):
                     record(n.buffer, "v", n.base, n.lanes)
+                elif isinstance(n, StridedLoad):  # read as wider vectors: stays in memory
+                    record(n.buffer, "strided", n.base, n.lanes)
                 elif isinstance(n, Load) and isinstance(n.source, Buffer):
                     record(n.source, "s", n.indices[0], 1)
 
@@ -422,6 +480,8 @@ def promote_registers(s: Stmt) -> dict[Buffer, int]:
         if not acc or any(value < 0 for _, value, _ in acc):
             continue
         kinds = {k for k, _, _ in acc}
+        if "strided" in kinds:
+            continue
         lane_counts = {lanes for _, _, lanes in acc}
         if len(kinds) != 1 or len(lane_counts) != 1:
             continue
@@ -434,5 +494,5 @@ def promote_registers(s: Stmt) -> dict[Buffer, int]:
     return promoted
 
 
-__all__ = ["Broadcast", "Lanes", "VLoad", "VStore", "flatten", "promote_registers",
+__all__ = ["Broadcast", "Lanes", "StridedLoad", "VLoad", "VStore", "flatten", "promote_registers",
            "split_vector_dtype", "vectorize"]

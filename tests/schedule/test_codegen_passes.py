@@ -13,6 +13,7 @@ from schedule.expr import Compare, Const, Select, Var
 from schedule.loop_ir import Buffer, For, Store
 from schedule.lower import lower
 from schedule.partition import MAX_PIECES, partition_loop
+from schedule.vectorize import shuffle_plan
 
 RNG = np.random.default_rng(7)
 
@@ -193,3 +194,48 @@ def test_code_generation_does_not_depend_on_what_was_generated_before():
     first = _tiled_conv_source(12, 32)
     _tiled_conv_source(8, 48)
     assert _tiled_conv_source(12, 32) == first
+
+
+# ---------------------------------------------------------------------------- strided loads
+
+
+@pytest.mark.parametrize("lanes", [4, 8, 16])
+@pytest.mark.parametrize("stride", [2, 3, 4])
+def test_a_strided_load_plan_reads_only_its_span_and_gathers_every_lane(lanes, stride):
+    offsets, steps = shuffle_plan(lanes, stride)
+    last = (lanes - 1) * stride
+    assert all(o >= 0 and o + lanes - 1 <= last for o in offsets)
+    memory = np.arange(last + 1)
+    vectors = [memory[o:o + lanes] for o in offsets]
+    result = vectors[0]
+    for j, indices in enumerate(steps, start=1):
+        result = np.concatenate([result, vectors[j]])[indices]
+    np.testing.assert_array_equal(result, np.arange(lanes) * stride)
+
+
+@pytest.mark.parametrize("stride, width", [(2, 33), (2, 56), (4, 61)])
+def test_a_strided_conv_input_is_read_by_shuffling_whole_vectors(stride, width):
+    wl = Workload.op("conv2d_nchw", N=1, C=3, H=9, W=width, K=4, R=3, S=3, stride=stride,
+                     padding=1)
+    tensors = wl.tensors()
+    s = te.create_schedule(tensors[-1:])
+    out = s[tensors[-1]]
+    n, k, oh, ow = out.op.axis
+    out.reorder(n, k, oh, *out.op.reduce_axis, ow)
+    out.vectorize(ow)
+    source = _run(wl, tensors, s)
+    assert f"_stride{stride}(&pad[" in source
+
+
+def test_a_strided_read_at_the_end_of_its_buffer_stays_inside_it():
+    # out[i] = x[3 i] over the whole of x: the last vector ends at x's last element
+    x = te.placeholder((3 * 15 + 1,), name="x")
+    out = te.compute((16,), lambda i: x[3 * i] * 2.0, name="out")
+    s = te.create_schedule(out)
+    s[out].vectorize(s[out].op.axis[0])
+    mod = build(s, [x, out])
+    assert "_stride3(&x[" in mod.source
+    data = RNG.standard_normal(x.shape).astype("float32")
+    result = np.zeros(16, np.float32)
+    mod(data, result)
+    np.testing.assert_array_equal(result, data[::3] * 2)
