@@ -64,7 +64,7 @@ def checker_source(name: str) -> str:
              "#include <stdlib.h>", "#include <string.h>",
              "typedef float vf __attribute__((vector_size(64), aligned(4)));",
              "typedef int32_t vi __attribute__((vector_size(64), aligned(4)));"]
-    parts += [text for _, text in vmath.definitions(name, "vf", "vi", "f32x16")]
+    parts += [text for _, text in vmath.definitions(name, "vf", "vi", "f32x16", 16)]
     parts.append(_MAIN % {"reference": _REFERENCE[name], "name": name})
     return "\n".join(parts)
 

@@ -309,7 +309,7 @@ class CCodegen(SourcePrinter):
         """A call of ``vmath``'s vector version (float16 loops are never vectorized)."""
         vt = self.vtype(e.dtype)
         for name, text in vmath.definitions(e.name, vt, self.vtype(f"int32x{lanes}"),
-                                            f"f32x{lanes}"):
+                                            f"f32x{lanes}", lanes):
             self.helpers.setdefault(name, text)
         (arg,) = e.args
         text = self.expr(arg)

@@ -12,7 +12,8 @@ input (``bench/vmath_accuracy.py`` checks all 2^32; the tests check a dense samp
 whole range, infinities, NaN and denormals):
 
 - exp: x = n ln2 + r, |r| <= ln2/2, degree-6 polynomial, scaled by 2^n in two steps so
-  results in the denormal range round once; overflow gives inf, underflow 0.
+  results in the denormal range round once (on 16 lanes of AVX-512 by one ``vscalefps``,
+  which rounds the same); overflow gives inf, underflow 0.
 - log: x = m 2^e, m in [sqrt(1/2), sqrt(2)), log1p(m - 1) by a degree-10 polynomial;
   log(0) = -inf, log(x < 0) = NaN, denormal inputs scaled first.
 - tanh: |x| < 0.625 an odd degree-11 polynomial, else 1 - 2 / (exp(2|x|) + 1).
@@ -52,12 +53,38 @@ def _horner(var: str, coeffs: tuple[float, ...]) -> str:
 # Templates: {V} the float vector type, {I} the int32 vector of the same lanes, {S} the
 # suffix naming this width. Vector casts between equal sizes reinterpret the bits;
 # comparisons give lanes of 0 / -1, which select with `tt_vsel_{S}`.
+#: p * 2^n (n whole, k its int32 value) in two exact steps, so that a result in the
+#: denormal range is rounded once
+_SCALE = """\
+static inline {V} tt_vscale_{S}({V} p, {V} n, {I} k) {{
+  (void)n;
+  {I} k1 = k >> 1;
+  {I} k2 = k - k1;
+  return p * ({V})((k1 + 127) << 23) * ({V})((k2 + 127) << 23);
+}}"""
+
+#: the same on 16 lanes of AVX-512: ``vscalefps`` rounds p * 2^n once (equal results).
+#: The compiler's builtin behind ``_mm512_scalef_ps`` (GCC's and Clang's name), called
+#: directly: including immintrin.h would double a kernel's compile time.
+_SCALE_AVX512 = """\
+#if defined(__AVX512F__) && defined(__GNUC__)
+typedef float tt_v16sf __attribute__((vector_size(64)));
+static inline {V} tt_vscale_{S}({V} p, {V} n, {I} k) {{
+  (void)k;
+  return ({V})__builtin_ia32_scalefps512_mask((tt_v16sf)p, (tt_v16sf)n, (tt_v16sf)p,
+                                               (unsigned short)0xFFFF, 4);
+}}
+#else
+""" + _SCALE + """
+#endif"""
+
 _TEMPLATES: dict[str, tuple[tuple[str, ...], str]] = {
     "sel": ((), """\
 static inline {V} tt_vsel_{S}({I} m, {V} a, {V} b) {{
   return ({V})((m & ({I})a) | (~m & ({I})b));
 }}"""),
-    "exp": (("sel",), """\
+    "scale": ((), _SCALE),
+    "exp": (("sel", "scale"), """\
 static inline {V} tt_vexp_{S}({V} x) {{
   x = tt_vsel_{S}(x < -104.0f, ({V}){{0}} - 104.0f, x);
   x = tt_vsel_{S}(x > 88.75f, ({V}){{0}} + 88.75f, x);
@@ -67,9 +94,7 @@ static inline {V} tt_vexp_{S}({V} x) {{
   {V} r = x - n * 0.693145752f;
   r = r - n * 1.42860677e-06f;
   {V} p = 1.0f + (r + r * r * """ + _horner("r", _EXP) + """);
-  {I} k1 = k >> 1;
-  {I} k2 = k - k1;
-  return p * ({V})((k1 + 127) << 23) * ({V})((k2 + 127) << 23);
+  return tt_vscale_{S}(p, n, k);
 }}"""),
     "log": (("sel",), """\
 static inline {V} tt_vlog_{S}({V} x) {{
@@ -115,11 +140,13 @@ static inline {V} tt_vsigmoid_{S}({V} x) {{
 }
 
 
-def definitions(name: str, vtype: str, itype: str, suffix: str) -> list[tuple[str, str]]:
+def definitions(name: str, vtype: str, itype: str, suffix: str,
+                lanes: int = 0) -> list[tuple[str, str]]:
     """The C helpers that compute ``name`` over ``vtype`` (float32 lanes), as
     ``(helper name, definition)`` pairs with dependencies first; the last one is ``name``'s
     own. ``itype`` is the int32 vector type of the same width; ``suffix`` names the width in
-    the helpers' names."""
+    the helpers' names; ``lanes`` (when known) lets 16 lanes use AVX-512 where the
+    compiler targets it."""
     if name not in FUNCTIONS:
         raise ValueError(f"no vector version of {name!r}; have {', '.join(FUNCTIONS)}")
     out: list[tuple[str, str]] = []
@@ -130,6 +157,8 @@ def definitions(name: str, vtype: str, itype: str, suffix: str) -> list[tuple[st
             add(dep)
         helper = f"tt_v{fn}_{suffix}"
         if all(h != helper for h, _ in out):
+            if fn == "scale" and lanes == 16:
+                template = _SCALE_AVX512
             out.append((helper, template.format(V=vtype, I=itype, S=suffix)))
 
     add(name)
