@@ -40,8 +40,9 @@ sys.path.insert(0, str(ROOT))
 
 from bench.fma_peak import fma_peak  # noqa: E402
 from bench.timing import median_call_time  # noqa: E402
+from bench.tune_curves import built_best  # noqa: E402
 from db import Database  # noqa: E402
-from schedule import Workload, build, host_cpu_target, make_schedule  # noqa: E402
+from schedule import Workload, host_cpu_target  # noqa: E402
 from tuner import tune  # noqa: E402
 from tuner.trial import is_disturbed, is_reconfirmation  # noqa: E402
 
@@ -225,7 +226,6 @@ class Tuned:
     """One workload's tune: the best steps after each budget, and what the tune cost."""
 
     best_steps: dict[int, list] = field(default_factory=dict)
-    in_tuning_s: dict[int, float] = field(default_factory=dict)
     wall_s: float = 0.0
     trials: int = 0
     disturbed: int = 0
@@ -251,13 +251,12 @@ def tune_to(wl: Workload, marks: list[int], pool, seed: int) -> Tuned:
                 best_cost, best_steps = record.median_cost, record.steps
             for mark in marks:
                 if measured == mark and best_steps is not None:
-                    tuned.best_steps[mark], tuned.in_tuning_s[mark] = best_steps, best_cost
+                    tuned.best_steps[mark] = best_steps
         db.close()
     tuned.trials = measured
     if best_steps is not None:  # a tune that stopped early: its last best for what remains
         for mark in marks:
             tuned.best_steps.setdefault(mark, best_steps)
-            tuned.in_tuning_s.setdefault(mark, best_cost)
     return tuned
 
 
@@ -277,22 +276,11 @@ def min_bytes(inputs: list[np.ndarray], expected: np.ndarray) -> int:
     return sum(x.nbytes for x in inputs) + expected.nbytes
 
 
-def built_program(wl: Workload, steps: list, inputs: list[np.ndarray],
-                  expected: np.ndarray) -> Callable[[], object]:
-    """One call of the program of ``steps``, built in this process and checked first."""
-    s, tensors = make_schedule(wl, steps)
-    module = build(s, tensors)
-    out = np.zeros_like(expected)
-    module(*inputs, out)
-    np.testing.assert_allclose(out, expected, rtol=1e-3, atol=1e-3)
-    return lambda: module(*inputs, out)
-
-
 def run_workload(name: str, anchor: Anchor, marks: list[int], rounds: int, pool, seed: int,
                  peak: float) -> str:
     """Tune, re-time and return the workload's table row (markdown)."""
-    wl = anchor.op
-    tuned = tune_to(anchor.workload(), marks, pool, seed)
+    wl, tuned_wl = anchor.op, anchor.workload()
+    tuned = tune_to(tuned_wl, marks, pool, seed)
     inputs = wl.random_inputs(0)
     (expected,) = wl.reference(inputs)
     contenders = library_contenders(wl, inputs, expected)
@@ -300,8 +288,8 @@ def run_workload(name: str, anchor: Anchor, marks: list[int], rounds: int, pool,
     our_inputs, our_expected = anchor.our_arrays(inputs, expected)
     for mark in marks:
         if mark in tuned.best_steps:
-            contenders[f"ours@{mark}"] = built_program(anchor.workload(), tuned.best_steps[mark],
-                                                       our_inputs, our_expected)
+            contenders[f"ours@{mark}"] = built_best(tuned_wl, tuned.best_steps[mark],
+                                                    our_inputs, our_expected)
     timed = interleaved_times(contenders, rounds)
     best_library = min(libraries, key=timed.__getitem__)
     moved = min_bytes(inputs, expected)

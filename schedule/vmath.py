@@ -139,6 +139,9 @@ static inline {V} tt_vsigmoid_{S}({V} x) {{
 }}"""),
 }
 
+#: templates that replace a helper's at one width: (helper, lanes) -> template
+_WIDTH_TEMPLATES = {("scale", 16): _SCALE_AVX512}
+
 
 def definitions(name: str, vtype: str, itype: str, suffix: str,
                 lanes: int = 0) -> list[tuple[str, str]]:
@@ -157,8 +160,7 @@ def definitions(name: str, vtype: str, itype: str, suffix: str,
             add(dep)
         helper = f"tt_v{fn}_{suffix}"
         if all(h != helper for h, _ in out):
-            if fn == "scale" and lanes == 16:
-                template = _SCALE_AVX512
+            template = _WIDTH_TEMPLATES.get((fn, lanes), template)
             out.append((helper, template.format(V=vtype, I=itype, S=suffix)))
 
     add(name)

@@ -69,9 +69,9 @@ def _output_relation(types: Sequence[Type], attrs: Attrs) -> Type:
     _float(op, products, "products")
     oh, ow = rel.pair(op, attrs.out_size, "out_size")
     th, tw = _reference().winograd_tiles(oh, ow, tile)
-    positions, count, k = products.shape if products.ndim == 3 else (0, 0, 0)
-    if products.ndim != 3 or positions != (tile + 2) ** 2 or count % (th * tw) or \
-            attrs.block < 1 or k % attrs.block:
+    positions, count, k = products.shape if products.ndim == 3 else (None, 0, 0)
+    if positions != (tile + 2) ** 2 or count % (th * tw) or attrs.block < 1 or \
+            k % attrs.block:
         raise IRTypeError(f"{op}: products {format_shape(products.shape)} are not "
                           f"({(tile + 2) ** 2}, N * {th * tw}, K) with K a multiple of "
                           f"block={attrs.block} for a {oh}x{ow} output in {tile}x{tile} tiles")
