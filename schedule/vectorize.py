@@ -109,6 +109,9 @@ def shuffle_plan(lanes: int, stride: int) -> tuple[list[int], list[list[int]]]:
     elements read is touched, and for each vector after the first the indices of a
     two-vector shuffle ``(so far, this vector)``: index ``i`` keeps lane ``i`` of the
     result so far, ``lanes + j`` takes lane ``j`` of this vector."""
+    if lanes < 2 or stride < 2:
+        raise ValueError(f"a strided load needs at least 2 lanes and a stride of at least 2, "
+                         f"got {lanes} lanes at stride {stride}")
     last = (lanes - 1) * stride
     count = -(-(last + 1) // lanes)
     offsets = [min(j * lanes, last + 1 - lanes) for j in range(count)]

@@ -213,6 +213,12 @@ def test_a_strided_load_plan_reads_only_its_span_and_gathers_every_lane(lanes, s
     np.testing.assert_array_equal(result, np.arange(lanes) * stride)
 
 
+@pytest.mark.parametrize("lanes, stride", [(0, 2), (1, 2), (16, 1), (16, 0), (16, -2)])
+def test_a_strided_load_plan_refuses_what_is_not_a_strided_vector(lanes, stride):
+    with pytest.raises(ValueError, match="at least 2 lanes and a stride of at least 2"):
+        shuffle_plan(lanes, stride)
+
+
 @pytest.mark.parametrize("stride, width", [(2, 33), (2, 56), (4, 61)])
 def test_a_strided_conv_input_is_read_by_shuffling_whole_vectors(stride, width):
     wl = Workload.op("conv2d_nchw", N=1, C=3, H=9, W=width, K=4, R=3, S=3, stride=stride,
