@@ -28,6 +28,9 @@ class JobOptions(BaseModel):
     scheduler: str | None = Field(None, description="gradient | round-robin")
     policy: str | None = Field(None, description="sketch | random")
     cost_model: str | None = Field(None, description="xgb | sklearn | analytic | random")
+    share_across_tasks: bool | None = Field(
+        None, description="the workloads train one cost model and start from each other's "
+                          "best programs (default true); false: each learns alone")
     reconfirm: int | None = Field(None, description="best programs measured again at the end")
     seed: int | None = None
     baselines: list[str] | None = Field(None, description="what each task is measured against "

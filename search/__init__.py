@@ -9,6 +9,8 @@ policy (``SearchPolicy``) through two calls::
     policy.notify(candidates, latencies)     # median seconds of each, None if it failed
 """
 
+from cost_model import CostModel
+
 from .base import Candidate, PastMeasurement, SearchPolicy, SearchStats, steps_key
 from .policy import (
     RandomPolicy,
@@ -17,6 +19,7 @@ from .policy import (
     SketchCandidate,
     SketchPolicy,
     make_scorer,
+    make_task_model,
 )
 from .registry import (
     POLICIES,
@@ -43,8 +46,13 @@ COST_MODELS = ("xgb", "sklearn", "analytic", "random")
 
 
 def make_policy(task: SearchTask, policy: str = "sketch", cost_model: str = "xgb",
-                seed: int = 0, params: SearchParams | None = None) -> SearchPolicy:
-    """A search policy by name for ``task``, guided by the cost model ``cost_model``."""
+                seed: int = 0, params: SearchParams | None = None, *,
+                shared_model: CostModel | None = None) -> SearchPolicy:
+    """A search policy by name for ``task``, guided by the cost model ``cost_model``.
+    ``shared_model`` (a ``cost_model`` of that name): the model several tasks train and
+    predict with together, each under its own workload key (programs are only ranked
+    within their task), so what one task measured guides the others' first trials;
+    policies with a cost model of their own kind (vta's) ignore it."""
     if policy not in POLICIES:
         raise ValueError(f"unknown policy {policy!r}; one of {', '.join(POLICIES)}")
     if cost_model not in COST_MODELS:
@@ -53,8 +61,11 @@ def make_policy(task: SearchTask, policy: str = "sketch", cost_model: str = "xgb
         raise ValueError(f"policy {policy!r} cannot search {task.target.kind} targets "
                          f"(it searches: {', '.join(policy_kinds(policy))})")
     if policy == "random":  # samples blindly: a cost model would only cost training time
-        cost_model = "random"
-    return POLICIES[policy](task, cost_model, seed=seed, params=params)
+        cost_model, shared_model = "random", None
+    scorer: str | Scorer = cost_model
+    if shared_model is not None and cost_model != "random":
+        scorer = make_scorer(task, cost_model, seed, model=shared_model)
+    return POLICIES[policy](task, scorer, seed=seed, params=params)
 
 
 __all__ = [
@@ -85,6 +96,7 @@ __all__ = [
     "instantiate",
     "make_policy",
     "make_scorer",
+    "make_task_model",
     "policy_kinds",
     "register_policy",
     "register_sketch_rule",

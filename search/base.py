@@ -89,6 +89,17 @@ class SearchPolicy(ABC):
         self.notify([Candidate(Steps.of(p.steps)) for p in past], [p.cost for p in past])
         return 0
 
+    def best_candidates(self, k: int) -> list[Candidate]:
+        """The ``k`` fastest programs measured so far (with their origins), for the search
+        of a related task to start from (:meth:`suggest`). By default: none."""
+        return []
+
+    def suggest(self, candidates: Sequence[Candidate]) -> None:  # noqa: B027 (optional)
+        """Programs that did well on related tasks (e.g. the other tasks of a model: the same
+        convolution with another epilogue, or another shape of it); a policy may adapt them
+        into its own search. Each call replaces the previous suggestions. By default:
+        ignored."""
+
     def export_model(self) -> bytes | None:
         """A snapshot of what guides this policy (its cost model), or None if nothing
         was learned; another policy of the same kind on the same target can start from it

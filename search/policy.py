@@ -22,7 +22,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from cost_model import ProgramScorer, make_cost_model
+from cost_model import CostModel, ProgramScorer, make_cost_model
 from schedule import Steps, lower, lower_gpu, make_schedule
 
 from .base import (
@@ -78,16 +78,24 @@ class RandomScorer:
         return None
 
 
-def make_scorer(task: SearchTask, name: str, seed: int = 0) -> Scorer:
-    """A cost model by name, wrapped to score lowered programs of ``task``."""
-    if name == "random":
-        return RandomScorer(seed)
+def make_task_model(task: SearchTask, name: str) -> CostModel:
+    """A new cost model by name for programs of ``task``'s target."""
     kwargs = {"cores": task.cores if task.target.kind == "cpu" else 1}
     try:
-        model = make_cost_model(name, **kwargs)
+        return make_cost_model(name, **kwargs)
     except TypeError:  # a model that does not take the core count
-        model = make_cost_model(name)
-    return ProgramScorer(model, group=task.workload.key)
+        return make_cost_model(name)
+
+
+def make_scorer(task: SearchTask, name: str, seed: int = 0,
+                model: CostModel | None = None) -> Scorer:
+    """A cost model by name, wrapped to score lowered programs of ``task``. ``model``: an
+    existing cost model to use instead of a new one (shared by the tasks of a job: each
+    trains it under its own workload key, so labels are normalised per task)."""
+    if name == "random":
+        return RandomScorer(seed)
+    return ProgramScorer(model if model is not None else make_task_model(task, name),
+                         group=task.workload.key)
 
 
 @dataclass
@@ -122,6 +130,7 @@ class SketchPolicy(SearchPolicy):
         self.stats = SearchStats()
         self._programs: dict[str, Any] = {}  # steps key -> lowered program (features input)
         self._tried_sketches: set[int] = set()  # sketches with a program proposed or known
+        self._suggested: list[dict[str, Any]] = []  # origins of related tasks' programs
 
     # ------------------------------------------------------------------ building programs
     def _build(self, sketch: int, decisions: dict[str, Any]) -> SketchCandidate | None:
@@ -208,6 +217,8 @@ class SketchPolicy(SearchPolicy):
         start = time.perf_counter()
         p = self.params
         population = self._sample_many(p.population)
+        adapted = self._adapt_suggestions()
+        population += adapted
         seeds = sorted((c for c in self.known.values() if self.measured.get(c.key, 0) > 0),
                        key=lambda c: -self.measured[c.key])
         population += seeds[:int(p.population * p.measured_seed_ratio)]
@@ -239,8 +250,8 @@ class SketchPolicy(SearchPolicy):
             population = offspring
         n_random = min(n, max(0, math.floor(n * p.eps_greedy)))
         ranked = heapq.nlargest(n - n_random, best.values(), key=lambda item: item[0])
-        picks = self._fill_randomly(self._cover_sketches([cand for _, cand in ranked], best),
-                                    n)
+        picks = self._cover_sketches([cand for _, cand in ranked], best)
+        picks = self._fill_randomly(self._include_adapted(picks, adapted, best, n), n)
         self._tried_sketches.update(c.sketch for c in picks)
         # keep the lowered programs only of what was proposed or measured (the cost model
         # retrains on those); the rest of this round's population is rebuilt if met again
@@ -272,6 +283,49 @@ class SketchPolicy(SearchPolicy):
                 break
             out[spare[-1]] = cand
         return out
+
+    # ------------------------------------------------------------------ related tasks
+    def best_candidates(self, k: int) -> list[Candidate]:
+        measured = [c for c in self.known.values() if self.measured.get(c.key, 0) > 0]
+        return heapq.nlargest(k, measured, key=lambda c: self.measured[c.key])
+
+    def suggest(self, candidates: Sequence[Candidate]) -> None:
+        self._suggested = [origin for origin in (c.origin for c in candidates)
+                           if isinstance(origin, dict) and isinstance(origin.get("sketch"), str)
+                           and isinstance(origin.get("decisions"), dict)]
+
+    def _adapt_suggestions(self) -> list[SketchCandidate]:
+        """The suggested programs rebuilt in this task's space: in the sketch of the same
+        name, else the one that shares most decision names with them (at least half);
+        decisions this sketch lacks are dropped, and those it cannot take (a tile of another
+        extent) drawn at random. Programs measured already are left out."""
+        out: dict[str, SketchCandidate] = {}
+        by_name = {sketch.name: n for n, sketch in enumerate(self.sketches)}
+        for origin in self._suggested:
+            decisions = {name: _from_json(v) for name, v in origin["decisions"].items()}
+            sketch = by_name.get(origin["sketch"])
+            if sketch is None and decisions:
+                overlap = [len(decisions.keys() & space.keys()) for space in self.spaces]
+                best = max(range(len(overlap)), key=overlap.__getitem__)
+                sketch = best if 2 * overlap[best] >= len(decisions) else None
+            if sketch is None:
+                continue
+            space = self.spaces[sketch]
+            cand = self._build(sketch, {k: v for k, v in decisions.items() if k in space})
+            if cand is not None and cand.key not in self.measured:
+                out.setdefault(cand.key, cand)
+        return list(out.values())
+
+    def _include_adapted(self, picks: list[SketchCandidate], adapted: list[SketchCandidate],
+                         best: dict[str, tuple[float, SketchCandidate]], n: int
+                         ) -> list[SketchCandidate]:
+        """``picks`` with the best-scored adapted suggestions (up to an eighth of the batch)
+        in place of the lowest-ranked picks: what did well on a related task is measured
+        here even when this task's cost model has too little data to rank it."""
+        taken = {c.key for c in picks}
+        wanted = sorted((c for c in adapted if c.key not in taken and c.key in best),
+                        key=lambda c: -best[c.key][0])[:n // 8]
+        return picks[:n - len(wanted)] + wanted
 
     def _fill_randomly(self, picks: list[SketchCandidate], n: int) -> list[Candidate]:
         """Top up ``picks`` with random unmeasured programs; mark all as proposed (a program

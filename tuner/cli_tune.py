@@ -393,6 +393,9 @@ def add_search_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy", choices=tuple(POLICIES), default="sketch",
                       help="sketch: evolutionary sketch search (default); random: pure "
                            "random sampling")
+    parser.add_argument("--isolated-tasks", dest="share_across_tasks", action="store_false",
+                        help="each workload learns alone: its own cost model, no programs "
+                             "suggested by the others (by default they share both)")
     parser.add_argument("--scheduler", choices=SCHEDULERS, default="gradient",
                       help="how trials are shared between workloads (default gradient)")
     parser.add_argument("--reconfirm", type=int, default=3, metavar="K",
@@ -410,7 +413,8 @@ def spec_options(args: argparse.Namespace) -> dict[str, Any]:
     return {"batch_size": args.batch_size, "time_budget_s": args.time_budget,
             "early_stop": args.early_stop, "scheduler": args.scheduler,
             "policy": args.policy, "cost_model": args.cost_model,
-            "reconfirm": args.reconfirm, "seed": args.seed, "baselines": args.baselines}
+            "share_across_tasks": args.share_across_tasks, "reconfirm": args.reconfirm,
+            "seed": args.seed, "baselines": args.baselines}
 
 
 def _baselines(text: str) -> tuple[str, ...]:

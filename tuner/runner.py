@@ -2,8 +2,11 @@
 batch, the pool builds and times it, and each measured trial goes through the job's measure
 callbacks (records committed as they arrive, the policy notified, progress stored).
 
-A task that has no records to learn from yet starts from the newest cost model a job of the
-same policy and cost model left for this target (``db.snapshots``); each job leaves the
+The tasks of a job share what they learn (``JobSpec.share_across_tasks``): one cost model
+trained on all their measurements (labels normalised per task), and before each round a
+task's search is given the other tasks' best programs to adapt. A job
+whose tasks have no records to learn from yet starts from the newest cost model a job of
+the same policy and cost model left for this target (``db.snapshots``); each job leaves the
 model of its most-measured task there when it ends.
 
 The database is the source of truth, so a job is resumable at any moment: a restarted run
@@ -32,9 +35,10 @@ import uuid
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from cost_model import CostModel
 from db import Database, DatabaseError, Job, JobStateError, JobTakenOver, Record
 from schedule import Steps
-from search import Candidate, SearchPolicy, SearchTask, make_policy
+from search import Candidate, SearchPolicy, SearchTask, make_policy, make_task_model
 from workers import (
     LocalPool,
     MeasureInput,
@@ -96,6 +100,7 @@ class JobRunner:
         self.seconds = TimeSplit()
         self.tasks: list[TaskProgress] = []
         self.policies: list[SearchPolicy | None] = []  # None: the task's space failed
+        self.shared_model: CostModel | None = None  # the tasks' one model (share_across_tasks)
         self.runner_id = f"{socket.gethostname()}/{os.getpid()}/{uuid.uuid4().hex[:12]}"[-255:]
         self._runner_deaths = 0
         self._trials_at_claim = 0
@@ -118,9 +123,11 @@ class JobRunner:
         for n, task in enumerate(self.tasks):
             start = time.perf_counter()
             try:
-                policy = make_policy(SearchTask(task.workload, self.spec.target),
-                                     self.spec.policy, self.spec.cost_model,
-                                     seed=self.spec.seed + n)
+                search_task = SearchTask(task.workload, self.spec.target)
+                if self.shared_model is None and self._shares_cost_model():
+                    self.shared_model = make_task_model(search_task, self.spec.cost_model)
+                policy = make_policy(search_task, self.spec.policy, self.spec.cost_model,
+                                     seed=self.spec.seed + n, shared_model=self.shared_model)
             except Exception as err:  # one task's space: the job goes on with the others
                 log.exception("job %s: no search space for workload %s", self.job_id, task.key)
                 task.state = "rejected"
@@ -130,6 +137,10 @@ class JobRunner:
             self.policies.append(policy)
             if policy is not None:
                 self._warm_start(task, policy)
+
+    def _shares_cost_model(self) -> bool:
+        return (self.spec.share_across_tasks and len(self.tasks) > 1
+                and self.spec.cost_model != "random")
 
     def _measure_baselines(self) -> None:
         """Measure what the tasks are compared with (``spec.baselines``) on the job's
@@ -206,7 +217,10 @@ class JobRunner:
         return f"{self.spec.policy}/{self.spec.cost_model}"
 
     def _start_from_snapshot(self, task: TaskProgress, policy: SearchPolicy) -> None:
-        """Guide a task with no records yet by the cost model another job left."""
+        """Guide a task with no records yet by the cost model another job left (unless the
+        job's shared model already learned from other tasks' records)."""
+        if self.shared_model is not None and self.shared_model.num_samples:
+            return
         snapshot = self.db.snapshots.latest(self._snapshot_name, str(self.spec.target))
         if snapshot is None:
             return
@@ -377,6 +391,10 @@ class JobRunner:
             task.chosen_because = scheduler.reason
             size = min(spec.batch_size, spec.trials - self._trials_done())
             start = time.perf_counter()
+            if spec.share_across_tasks:
+                self.policies[n].suggest([c for other, policy in enumerate(self.policies)
+                                          if other != n and policy is not None
+                                          for c in policy.best_candidates(1)])
             candidates = self.policies[n].propose(size)
             self.seconds.search += time.perf_counter() - start
             if not candidates:  # the task's space is exhausted

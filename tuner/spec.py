@@ -84,7 +84,11 @@ class JobSpec:
     candidates, shared by its workloads through the task scheduler. ``model``: set when
     the workloads are a model's tasks (``tensortune tune-model``, a model upload).
     ``baselines``: what the job measures its tasks against on the same device before
-    tuning (``workers.BASELINES``: numpy, torch, the target's peak)."""
+    tuning (``workers.BASELINES``: numpy, torch, the target's peak).
+    ``share_across_tasks`` (default): the tasks train one cost model on all their
+    measurements (each ranked within its own task) and each task's search starts from the
+    others' best programs too, so what one task learnt guides the others' first trials;
+    False: every task learns alone."""
 
     tasks: tuple[TaskSpec, ...]
     target: Target
@@ -95,6 +99,7 @@ class JobSpec:
     scheduler: str = "gradient"
     policy: str = "sketch"
     cost_model: str = "xgb"
+    share_across_tasks: bool = True
     reconfirm: int = 3
     seed: int = 0
     #: None: ``MODEL_MEASURE`` for a model's tasks, ``TUNING_MEASURE`` otherwise
@@ -144,6 +149,9 @@ class JobSpec:
                                      ("cost_model", self.cost_model, COST_MODELS)):
             if value not in choices:
                 raise SpecError(f"{name}: unknown {value!r}; one of {', '.join(choices)}")
+        if not isinstance(self.share_across_tasks, bool):
+            raise SpecError(f"share_across_tasks must be true or false, "
+                            f"got {self.share_across_tasks!r}")
         if not isinstance(self.baselines, list | tuple) or any(
                 b not in BASELINES for b in self.baselines) or \
                 len(set(self.baselines)) != len(self.baselines):

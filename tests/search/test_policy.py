@@ -130,3 +130,37 @@ def test_the_first_round_tries_every_sketch():
     # fewer picks than sketches: at most half of them are given to untried sketches
     policy = SketchPolicy(task, seed=0, params=SMALL)
     assert len(policy.propose(1)) == 1
+
+
+def test_a_related_tasks_best_program_is_adapted_and_measured_here():
+    donor = SketchPolicy(_task(), seed=4, params=SMALL)
+    batch = donor.propose(8)
+    donor.notify(batch, [1e-3 * (n + 1) for n in range(len(batch))])  # the first is fastest
+    (best,) = donor.best_candidates(1)
+    assert best.key == batch[0].key
+    # another K: the reduction tile may not fit 40 and is then drawn again
+    here = SketchPolicy(SearchTask(Workload.op("matmul", M=64, N=64, K=40), "cpu"), seed=5,
+                        params=SMALL)
+    here.suggest([best])
+    picks = here.propose(8)  # an eighth of the batch is kept for adapted suggestions
+    k_name = next(name for name in best.decisions if name.startswith("tile:")
+                  and name.endswith(":k"))
+    kept = [name for name in best.decisions if name != k_name]
+    adapted = [c for c in picks if c.sketch_name == best.sketch_name
+               and all(c.decisions[name] == best.decisions[name] for name in kept)]
+    assert adapted
+    assert here.spaces[adapted[0].sketch][k_name].is_valid(adapted[0].decisions[k_name])
+    # measured here, it is never proposed again
+    here.notify(picks, [1e-3] * len(picks))
+    assert not {c.key for c in here.propose(8)} & {c.key for c in picks}
+
+
+def test_suggestions_of_an_unrelated_kind_of_program_are_ignored():
+    softmax = SketchPolicy(SearchTask(Workload.op("softmax", M=16, N=64), "cpu"), seed=6,
+                           params=SMALL)
+    batch = softmax.propose(4)
+    softmax.notify(batch, [1e-4] * len(batch))
+    here = SketchPolicy(_task(), seed=7, params=SMALL)
+    here.suggest(softmax.best_candidates(2))
+    assert here._adapt_suggestions() == []  # no decision of a softmax fits a matmul
+    assert len(here.propose(8)) == 8

@@ -125,6 +125,39 @@ def test_two_workloads_share_the_budget_and_the_heavier_gets_more(db: Database):
         "not tried yet", "exploration", "the largest expected gain"}
 
 
+@pytest.mark.parametrize("share", [True, False])
+def test_a_jobs_tasks_train_one_cost_model_unless_asked_not_to(db: Database, share: bool):
+    small, larger = Workload.op("matmul", M=16, N=16, K=16), Workload.op("matmul", M=48,
+                                                                          N=48, K=48)
+    spec = JobSpec.from_json({
+        "workloads": [{"op": "matmul", "params": {"M": 16, "N": 16, "K": 16}},
+                      {"op": "matmul", "params": {"M": 48, "N": 48, "K": 48}}],
+        "target": "cpu", "trials": 8, "batch_size": 4, "reconfirm": 0,
+        "share_across_tasks": share, "measure": {"repeat": 2, "min_repeat_ms": 5}})
+    runner = runner_module.JobRunner(db, submit_job(db, spec).id, spec=spec)
+    result = runner.run()
+    assert result.status == "succeeded" and result.trials == 8
+    models = [policy.scorer.model for policy in runner.policies]
+    if share:
+        assert runner.shared_model is models[0] is models[1]
+        # both tasks' programs in its data, each labelled within its own task
+        assert sorted(set(runner.shared_model.data.groups)) == sorted([small.key,
+                                                                      larger.key])
+        assert runner.shared_model.num_samples == 8
+        labels = runner.shared_model.data.labels()
+        groups = np.asarray(runner.shared_model.data.groups)
+        assert all(labels[groups == key].max() == 1.0 for key in (small.key, larger.key))
+    else:
+        assert runner.shared_model is None and models[0] is not models[1]
+        assert [m.num_samples for m in models] == [4, 4]
+
+
+def test_sharing_across_tasks_is_true_or_false():
+    with pytest.raises(SpecError, match="share_across_tasks must be true or false"):
+        JobSpec.from_json({"workloads": [{"op": "matmul", "params": {"M": 8, "N": 8, "K": 8}}],
+                           "target": "cpu", "trials": 4, "share_across_tasks": "yes"})
+
+
 def test_cancel_stops_at_the_batch_boundary_and_resume_goes_on(db: Database):
     job = submit_job(db, JobSpec.from_json({
         "workloads": [{"op": "matmul", "params": {"M": 32, "N": 32, "K": 32}}],
