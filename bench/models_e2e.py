@@ -11,10 +11,12 @@ are used (an empty or missing database: the tuned column equals the untuned one)
 Model jobs time candidates with the caches flushed before each call
 (``tuner.spec.MODEL_MEASURE``); ``--warm`` tunes with repeated calls on warm caches instead
 (``tuner.spec.TUNING_MEASURE``, the default of model jobs before 2026-11-25), to compare.
+A model's tasks share one cost model and their best programs while tuned
+(``JobSpec.share_across_tasks``); ``--isolated-tasks`` tunes each alone, to compare.
 
     .venv/bin/python bench/models_e2e.py --db sqlite:///bench-models.db [--tune 2000]
         [--models resnet18,mobilenet_v2,bert_layer] [--json out.json] [--warm]
-        [--disable-pass ConvertWinograd]
+        [--disable-pass ConvertWinograd] [--isolated-tasks]
 
 Run it with nothing else on the machine: timings (and tuning) are spoiled by other work.
 """
@@ -106,7 +108,7 @@ def relative_error(got: np.ndarray, want: np.ndarray) -> float:
 
 
 def bench_model(name: str, db: str, tune_trials: int, repeat: int, workdir: Path,
-                warm: bool = False) -> dict[str, Any]:
+                warm: bool = False, isolated: bool = False) -> dict[str, Any]:
     import onnxruntime as ort
     import torch
 
@@ -145,7 +147,9 @@ def bench_model(name: str, db: str, tune_trials: int, repeat: int, workdir: Path
         start = time.perf_counter()
         from tuner.spec import TUNING_MEASURE
 
-        options = {"measure": TUNING_MEASURE} if warm else {}
+        options: dict[str, Any] = {"share_across_tasks": not isolated}
+        if warm:
+            options["measure"] = TUNING_MEASURE
         result = tuner.tune_model(str(path), "cpu", tune_trials, db=db, **options)
         row["tuning_wall_s"] = time.perf_counter() - start
         row["tuning_trials"] = result.trials
@@ -199,6 +203,9 @@ def main() -> int:
     parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     parser.add_argument("--warm", action="store_true",
                         help="tune with repeated calls on warm caches (not flushed)")
+    parser.add_argument("--isolated-tasks", action="store_true",
+                        help="tune each task alone (its own cost model, no programs from the "
+                             "others), as before 2026-11-26, to compare")
     parser.add_argument("--disable-pass", action="append", default=[], metavar="NAME",
                         help="compile without this optimisation pass (e.g. ConvertWinograd; "
                              "repeatable), to compare")
@@ -215,7 +222,7 @@ def main() -> int:
                 parser.error(f"unknown model {name!r}; one of {', '.join(MODELS)}")
             with PassContext(disabled_pass=args.disable_pass):
                 rows.append(bench_model(name, args.db, args.tune, args.repeat, Path(tmp),
-                                        args.warm))
+                                        args.warm, args.isolated_tasks))
             print(report(rows[-1:]), flush=True)
     print()
     print(report(rows))

@@ -26,13 +26,19 @@ def is_strictly_inlinable(stage: te.Stage) -> bool:
     dimension of extent 1: a broadcast operand such as a per-channel bias; or by a single
     one of its axes: a 1-d per-channel vector read along that axis), no branches and no
     expensive math: inlining it can only save memory traffic."""
+    return is_elementwise_inlinable(stage) and not any(
+        isinstance(node, expr.Call) and node.name in EXPENSIVE_CALLS
+        for node in expr.walk(stage.op.body))
+
+
+def is_elementwise_inlinable(stage: te.Stage) -> bool:
+    """As :func:`is_strictly_inlinable`, expensive math allowed: inlined where its value is
+    read more than once, such a stage would compute it more than once."""
     if stage.is_output or not is_injective(stage):
         return False
     axis_vars = [a.var for a in stage.op.axis]
     for node in expr.walk(stage.op.body):
         if isinstance(node, expr.Select):
-            return False
-        if isinstance(node, expr.Call) and node.name in EXPENSIVE_CALLS:
             return False
         if isinstance(node, expr.Load):
             idx = list(node.indices)
@@ -52,13 +58,16 @@ def _broadcast_index(index: expr.Expr, extent: int) -> bool:
 
 def needs_multi_level_tiling(stage: te.Stage) -> bool:
     """Data reuse: some read misses at least two spatial axes of extent > 1, or misses one
-    and the stage reduces (each element read is used by many output points)."""
+    and the stage reduces (each element read is used by many output points); a read of a
+    single element (a scalar constant) does not count."""
     op = stage.op
     if not isinstance(op, te.ComputeOp):
         return False
     spatial = [a for a in op.axis if a.extent > 1]
     for load in reads(stage):
         used = set().union(*(expr.free_vars(i) for i in load.indices))
+        if not used:  # a scalar operand (a constant of the graph): nothing to tile for
+            continue
         missing = [a for a in spatial if a.var not in used]
         if len(missing) >= 2 or (missing and op.reduce_axis):
             return True

@@ -47,6 +47,19 @@ class SketchContext:
                 out.append(c)
         return out
 
+    def read_once(self, stage: te.Stage) -> bool:
+        """Each value of ``stage`` is read once: by its only consumer, at the consumer's own
+        index, by a single read (through consumers inlined the same way)."""
+        consumers = self.schedule.consumers(stage)
+        if len(consumers) != 1:
+            return False
+        (consumer,) = consumers
+        loads = [n for n in analysis.reads(consumer)
+                 if self.schedule.stage_of(n.source) is stage]
+        if len(loads) != 1 or not analysis.elementwise_matched(consumer, stage, self.schedule):
+            return False
+        return not self.inlined(consumer.name) or self.read_once(consumer)
+
     def fusible_consumer(self, stage: te.Stage) -> te.Stage | None:
         consumers = self.effective_consumers(stage)
         if len(consumers) != 1:
@@ -68,7 +81,13 @@ Rule = Callable[[SketchContext, te.Stage], RuleResult | None]
 
 
 def always_inline(ctx: SketchContext, stage: te.Stage) -> RuleResult | None:
-    if analysis.is_strictly_inlinable(stage) and ctx.effective_consumers(stage):
+    """Inline cheap element-wise stages; one with expensive math (a GELU's erf) only where
+    each of its values is read once, so inlining computes nothing twice and leaves the
+    producer before it free to fuse into the consumer."""
+    if not ctx.effective_consumers(stage):
+        return None
+    if analysis.is_strictly_inlinable(stage) or (
+            analysis.is_elementwise_inlinable(stage) and ctx.read_once(stage)):
         return RuleResult([[SketchOp("inline", stage.name)]], skip_rest=True)
     return None
 

@@ -38,8 +38,12 @@ SAMPLES_PER_SKETCH = 2
 
 @pytest.mark.parametrize("op, params", CASES, ids=[f"{c[0]}-{i}" for i, c in enumerate(CASES)])
 def test_every_sketch_and_sample_is_correct(op, params):
-    wl = Workload.op(op, **params)
-    task = SearchTask(wl, "cpu")
+    _check_every_sketch(SearchTask(Workload.op(op, **params), "cpu"))
+
+
+def _check_every_sketch(task: SearchTask) -> None:
+    """Programs sampled from every sketch of ``task`` match numpy and replay exactly."""
+    wl = task.workload
     sketches = generate_sketches(task)
     assert sketches
     inputs = wl.random_inputs(seed=0)
@@ -191,6 +195,38 @@ def test_a_bias_add_reading_a_broadcast_operand_is_inlined_into_the_conv():
     names = [str(s) for s in generate_sketches(task)]
     assert all("inline biased" in n for n in names), names
     assert any("tile conv fused@out" in n for n in names), names
+
+
+def _imported_gelu_dense(erf_readers: int = 1) -> Workload:
+    """``dense`` + bias + GELU as the ONNX importer writes it: ``x * (erf(x / c) + 1) * 0.5``
+    with the constants as one-element tensors; ``erf_readers=2`` also adds ``erf`` to the
+    output (each erf value then read twice)."""
+    x = te.placeholder((8, 16), "float32", name="x")
+    w = te.placeholder((32, 16), "float32", name="w")
+    bias = te.placeholder((32,), "float32", name="bias")
+    c, one, half = (te.placeholder((1,), "float32", name=n) for n in ("c", "one", "half"))
+    biased = ops.add(ops.dense(x, w), bias, name="T_add")
+    erf = te.compute(biased.shape, lambda i, j: te.erf(biased[i, j] / c[0]), name="T_erf")
+    gelu = ops.multiply(ops.multiply(biased, ops.add(erf, one, name="T_add_1")), half,
+                        name="T_gelu")
+    out = ops.add(gelu, erf, name="T_out") if erf_readers == 2 else gelu
+    return Workload.from_tensors([out])
+
+
+def test_an_erf_read_once_is_inlined_so_the_dense_fuses_into_its_gelu():
+    task = SearchTask(_imported_gelu_dense(), "cpu")
+    names = [str(s) for s in generate_sketches(task)]
+    assert all("inline T_erf" in n for n in names), names
+    # the output multiplies by a scalar constant: not data reuse, so it is not tiled itself
+    assert not any("tile T_gelu" in n for n in names), names
+    assert any("fused@T_gelu" in n for n in names), names
+    _check_every_sketch(task)
+
+
+def test_an_erf_read_twice_stays_a_buffer():
+    task = SearchTask(_imported_gelu_dense(erf_readers=2), "cpu")
+    names = [str(s) for s in generate_sketches(task)]
+    assert not any("inline T_erf" in n for n in names), names
 
 
 def test_row_reductions_factor_per_row_and_fuse_into_the_output_row_loop():
