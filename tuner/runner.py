@@ -60,6 +60,9 @@ log = logging.getLogger(__name__)
 #: How many of the best earlier records (other jobs, same workload and target) a task
 #: learns from when it starts.
 WARM_START_RECORDS = 512
+#: How many other tasks' best programs a task's search is given before each round (a
+#: job may have hundreds of tasks; each suggestion is rebuilt in the task's space).
+MAX_SUGGESTIONS = 16
 #: A running job whose progress is older than this is presumed dead (its process killed).
 HEARTBEAT_STALE_S = 60.0
 _HEARTBEAT_S = 5.0
@@ -392,9 +395,7 @@ class JobRunner:
             size = min(spec.batch_size, spec.trials - self._trials_done())
             start = time.perf_counter()
             if spec.share_across_tasks:
-                self.policies[n].suggest([c for other, policy in enumerate(self.policies)
-                                          if other != n and policy is not None
-                                          for c in policy.best_candidates(1)])
+                self.policies[n].suggest(self._suggestions(n))
             candidates = self.policies[n].propose(size)
             self.seconds.search += time.perf_counter() - start
             if not candidates:  # the task's space is exhausted
@@ -416,6 +417,18 @@ class JobRunner:
             elif spec.early_stop and task.since_improvement >= spec.early_stop:
                 scheduler.retire(n)
             self._check_cancelled()
+
+    def _suggestions(self, n: int) -> list[Candidate]:
+        """The best program of each of the (at most ``MAX_SUGGESTIONS``) other tasks most
+        like task ``n``: those whose workload names share the longest prefix with its own
+        (``fused_conv2d_nchwc_...``), the most measured first."""
+        name = self.tasks[n].workload.name
+        others = sorted((m for m, policy in enumerate(self.policies)
+                         if m != n and policy is not None),
+                        key=lambda m: (-_common_prefix(name, self.tasks[m].workload.name),
+                                       -self.tasks[m].trials))
+        return [c for m in others[:MAX_SUGGESTIONS]
+                for c in self.policies[m].best_candidates(1)]
 
     def measure(self, trials: Sequence[Trial]) -> list[MeasureResult]:
         """Measure one batch of trials of one task; every result goes through the
@@ -545,6 +558,12 @@ def _curve(stored: Any) -> list[list[float]]:
     return [[int(p[0]), float(p[1])] for p in stored
             if isinstance(p, list) and len(p) == 2
             and all(isinstance(v, int | float) and not isinstance(v, bool) for v in p)]
+
+
+def _common_prefix(a: str, b: str) -> int:
+    """How many leading characters ``a`` and ``b`` share."""
+    return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y),
+                min(len(a), len(b)))
 
 
 def _schedulable(records: Iterable[Record]) -> list[tuple[Record, Steps]]:

@@ -147,6 +147,10 @@ def test_a_jobs_tasks_train_one_cost_model_unless_asked_not_to(db: Database, sha
         labels = runner.shared_model.data.labels()
         groups = np.asarray(runner.shared_model.data.groups)
         assert all(labels[groups == key].max() == 1.0 for key in (small.key, larger.key))
+        # before each round a task is given the other task's best program to adapt
+        (suggested,) = runner._suggestions(0)
+        assert suggested.key == runner.policies[1].best_candidates(1)[0].key
+        assert suggested.origin["decisions"]
     else:
         assert runner.shared_model is None and models[0] is not models[1]
         assert [m.num_samples for m in models] == [4, 4]
