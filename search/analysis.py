@@ -17,6 +17,11 @@ def reads(stage: te.Stage) -> list[expr.Load]:
     return [n for n in expr.walk(stage.op.body) if isinstance(n, expr.Load)]
 
 
+def reads_of(consumer: te.Stage, producer: te.Stage, s: te.Schedule) -> list[expr.Load]:
+    """The reads of ``producer``'s output in ``consumer``'s body."""
+    return [n for n in reads(consumer) if s.stage_of(n.source) is producer]
+
+
 def is_injective(stage: te.Stage) -> bool:
     return isinstance(stage.op, te.ComputeOp) and stage.op.is_injective
 
@@ -101,7 +106,7 @@ def elementwise_matched(consumer: te.Stage, producer: te.Stage, s: te.Schedule) 
     if not is_injective(consumer) or consumer.op.shape != producer.op.shape:
         return False
     axis_vars = [a.var for a in consumer.op.axis]
-    loads = [n for n in reads(consumer) if s.stage_of(n.source) is producer]
+    loads = reads_of(consumer, producer, s)
     return bool(loads) and all(
         len(n.indices) == len(axis_vars)
         and all(i is v for i, v in zip(n.indices, axis_vars, strict=True)) for n in loads)

@@ -219,9 +219,7 @@ class SketchPolicy(SearchPolicy):
         population = self._sample_many(p.population)
         adapted = self._adapt_suggestions()
         population += adapted
-        seeds = sorted((c for c in self.known.values() if self.measured.get(c.key, 0) > 0),
-                       key=lambda c: -self.measured[c.key])
-        population += seeds[:int(p.population * p.measured_seed_ratio)]
+        population += self.best_candidates(int(p.population * p.measured_seed_ratio))
         best: dict[str, tuple[float, SketchCandidate]] = {}
         for generation in range(p.generations + 1):
             if not population:
@@ -286,8 +284,11 @@ class SketchPolicy(SearchPolicy):
 
     # ------------------------------------------------------------------ related tasks
     def best_candidates(self, k: int) -> list[Candidate]:
-        measured = [c for c in self.known.values() if self.measured.get(c.key, 0) > 0]
-        return heapq.nlargest(k, measured, key=lambda c: self.measured[c.key])
+        # from the measured keys: ``known`` holds every program the populations ever built
+        fastest = heapq.nlargest(k, (key for key, throughput in self.measured.items()
+                                     if throughput > 0 and key in self.known),
+                                 key=self.measured.__getitem__)
+        return [self.known[key] for key in fastest]
 
     def suggest(self, candidates: Sequence[Candidate]) -> None:
         self._suggested = [origin for origin in (c.origin for c in candidates)

@@ -54,9 +54,8 @@ class SketchContext:
         if len(consumers) != 1:
             return False
         (consumer,) = consumers
-        loads = [n for n in analysis.reads(consumer)
-                 if self.schedule.stage_of(n.source) is stage]
-        if len(loads) != 1 or not analysis.elementwise_matched(consumer, stage, self.schedule):
+        if len(analysis.reads_of(consumer, stage, self.schedule)) != 1 or \
+                not analysis.elementwise_matched(consumer, stage, self.schedule):
             return False
         return not self.inlined(consumer.name) or self.read_once(consumer)
 

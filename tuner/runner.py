@@ -123,11 +123,13 @@ class JobRunner:
         for task in self.tasks:
             if isinstance(measured.get(task.key), dict):
                 task.baselines = dict(measured[task.key])
+        sharing = (self.spec.share_across_tasks and len(self.tasks) > 1
+                   and self.spec.cost_model != "random")
         for n, task in enumerate(self.tasks):
             start = time.perf_counter()
             try:
                 search_task = SearchTask(task.workload, self.spec.target)
-                if self.shared_model is None and self._shares_cost_model():
+                if sharing and self.shared_model is None:
                     self.shared_model = make_task_model(search_task, self.spec.cost_model)
                 policy = make_policy(search_task, self.spec.policy, self.spec.cost_model,
                                      seed=self.spec.seed + n, shared_model=self.shared_model)
@@ -140,10 +142,6 @@ class JobRunner:
             self.policies.append(policy)
             if policy is not None:
                 self._warm_start(task, policy)
-
-    def _shares_cost_model(self) -> bool:
-        return (self.spec.share_across_tasks and len(self.tasks) > 1
-                and self.spec.cost_model != "random")
 
     def _measure_baselines(self) -> None:
         """Measure what the tasks are compared with (``spec.baselines``) on the job's
