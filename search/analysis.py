@@ -125,3 +125,59 @@ def read_block(stage: te.Stage, axis: te.IterVar) -> int:
                         and axis.var in expr.free_vars(node.a)):
                     block = math.lcm(block, int(node.b.value))
     return block
+
+
+#: at most this many copies of a stage's body are unrolled to settle its branches
+MAX_BRANCH_COPIES = 64
+_ORDER = ("<", "<=", ">", ">=")
+
+
+def branch_axes(stage: te.Stage, s: te.Schedule) -> dict[int, int]:
+    """The axes on whose value the stage chooses between computations (Winograd's
+    transforms: a different sum for each position of a tile), by position, each with the
+    number of values that decide: ``m`` where a choice compares ``axis % m`` with a constant,
+    the axis's extent where it compares the axis itself. A choice counts where both of its
+    sides compute something (a padding's ``cond ? x : 0`` or a concatenation's
+    ``cond ? a[i] : b[i]`` does not). Producers inlined into the stage and read at its own
+    index are looked through; an axis that also decides in another form gives nothing."""
+    found: dict[int, int] = {}
+    axis_vars = [a.var for a in stage.op.axis]
+    for node in expr.walk(stage.op.body):
+        if isinstance(node, expr.Select) and _computes(node.true_value) \
+                and _computes(node.false_value):
+            decided = _decided_axis(node.cond, axis_vars, stage)
+            if decided is None:
+                return {}
+            pos, values = decided
+            if found.setdefault(pos, values) != values:
+                return {}
+    for load in reads(stage):
+        producer = s.stage_of(load.source)
+        if producer.attach == "inline" and len(load.indices) == len(axis_vars) and all(
+                i is v for i, v in zip(load.indices, axis_vars, strict=True)):
+            for pos, values in branch_axes(producer, s).items():
+                if found.setdefault(pos, values) != values:
+                    return {}
+    return found
+
+
+def _computes(value: expr.Expr) -> bool:
+    return not isinstance(value, expr.Load | expr.Const)
+
+
+def _decided_axis(cond: expr.Expr, axis_vars: list[expr.Var],
+                  stage: te.Stage) -> tuple[int, int] | None:
+    """``(position, values)`` of a condition ``axis < c`` or ``axis % m < c``; None for any
+    other condition."""
+    if not (isinstance(cond, expr.Compare) and cond.op in _ORDER
+            and isinstance(cond.b, expr.Const)):
+        return None
+    index = cond.a
+    modulus = None
+    if isinstance(index, expr.Binary) and index.op == "floormod" \
+            and isinstance(index.b, expr.Const):
+        index, modulus = index.a, int(index.b.value)
+    for pos, var in enumerate(axis_vars):
+        if index is var:
+            return pos, modulus or stage.op.axis[pos].extent
+    return None

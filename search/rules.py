@@ -80,13 +80,17 @@ Rule = Callable[[SketchContext, te.Stage], RuleResult | None]
 
 
 def always_inline(ctx: SketchContext, stage: te.Stage) -> RuleResult | None:
-    """Inline cheap element-wise stages; one with expensive math (a GELU's erf) only where
-    each of its values is read once, so inlining computes nothing twice and leaves the
-    producer before it free to fuse into the consumer."""
+    """Inline cheap element-wise stages; one with expensive math (a GELU's erf), or one
+    that chooses its computation by position (``analysis.branch_axes``: a Winograd output
+    transform before its bias and ReLU), only where each of its values is read once, so
+    inlining computes nothing twice and leaves the producer before it free to fuse into
+    the consumer (or the consumer unrolls the positions)."""
     if not ctx.effective_consumers(stage):
         return None
     if analysis.is_strictly_inlinable(stage) or (
-            analysis.is_elementwise_inlinable(stage) and ctx.read_once(stage)):
+            (analysis.is_elementwise_inlinable(stage)
+             or (analysis.is_injective(stage) and analysis.branch_axes(stage, ctx.schedule)))
+            and ctx.read_once(stage)):
         return RuleResult([[SketchOp("inline", stage.name)]], skip_rest=True)
     return None
 

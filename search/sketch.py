@@ -11,10 +11,13 @@ fresh schedule; every program is a plain step list in the end.
 
 from __future__ import annotations
 
+import math
 import random
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from schedule import ScheduleError, make_schedule, te
 
@@ -155,8 +158,10 @@ def _tile(task: SearchTask, s: te.Schedule, op: SketchOp, decide: Decide) -> Non
         r0, r1 = stage.split(a, factor=g)
         r_levels[0].append(r0)
         r_levels[1].append(r1)
-    stage.reorder(*levels[0], *levels[1], *r_levels[0], *levels[2], *r_levels[1], *levels[3],
-                  *kept)
+    *unrolled, last = levels[3]
+    unrolled.sort(key=lambda iv: -iv.extent)
+    stage.reorder(*levels[0], *levels[1], *r_levels[0], *levels[2], *r_levels[1], *unrolled,
+                  last, *kept)
     if op.intrin:
         stage.tensorize(kept[0], op.intrin)
     if op.fuse_level:
@@ -281,6 +286,7 @@ def _annotate(task: SearchTask, s: te.Schedule, decide: Decide) -> None:
     for stage in analysis.compute_stages(s):
         if stage.attach == "inline":
             continue
+        _unroll_branches(task, s, stage)
         if stage.attach == "root":
             _parallel(task, s, stage, decide)
         _vectorize(task, s, stage, decide)
@@ -288,6 +294,41 @@ def _annotate(task: SearchTask, s: te.Schedule, decide: Decide) -> None:
             depth = decide(f"unroll:{stage.name}", ChoiceDecision(UNROLL_STEPS))
             if depth:
                 stage.pragma(stage.leaf_iter_vars[0], "auto_unroll_max_step", depth)
+
+
+def _unroll_branches(task: SearchTask, s: te.Schedule, stage: te.Stage) -> None:
+    """A stage that chooses between computations by the value of an axis (``analysis.
+    branch_axes``: Winograd's transforms, a sum of its own for each position in a tile)
+    runs those positions innermost but for the vector lanes, unrolled: each copy's choice
+    is then known when compiled, and the copies share their loads. A position taken
+    modulo ``m`` splits its axis by ``m``; the last axis is split by the vector lanes
+    first, so that the copies sit right around one vector."""
+    axes = list(stage.op.axis)
+    if stage.relations or stage.annotations or len(axes) < 2 or \
+            not analysis.is_injective(stage):
+        return
+    branches = analysis.branch_axes(stage, s)
+    branches.pop(len(axes) - 1, None)
+    if not branches or math.prod(branches.values()) > analysis.MAX_BRANCH_COPIES:
+        return
+    *axes, last = axes
+    outer, copies = [], []
+    for pos, iv in enumerate(axes):
+        if pos not in branches:
+            outer.append(iv)
+        elif branches[pos] >= iv.extent:
+            copies.append(iv)
+        else:
+            o, i = stage.split(iv, factor=branches[pos])
+            outer.append(o)
+            copies.append(i)
+    lanes = task.vector_lanes(np.dtype(stage.op.output.dtype).itemsize)
+    if last.extent > lanes and last.extent % lanes == 0:
+        o, last = stage.split(last, factor=lanes)
+        outer.append(o)
+    stage.reorder(*outer, *copies, last)
+    for iv in copies:
+        stage.unroll(iv)
 
 
 def _parallel(task: SearchTask, s: te.Schedule, stage: te.Stage, decide: Decide) -> None:

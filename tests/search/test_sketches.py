@@ -299,3 +299,76 @@ def test_a_matrix_vector_product_also_factors_each_dot_product_across_lanes():
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-5)
     assert not any("rfactor" in n for n in names("dense", M=128, N=768, K=768))
     assert not any("rfactor" in n for n in names("matmul", M=1, N=128, K=128))
+
+
+def test_the_register_tile_runs_its_largest_axis_outermost():
+    """Inside the innermost tile (unrolled into registers) the axes run largest first, the
+    vector axis last: a value loaded for the smaller axes (a conv's two weight vectors) is
+    then reused by consecutive statements instead of a value of the larger axis (14 input
+    broadcasts) staying live across all of them (GCC spilled such tiles)."""
+    data = te.placeholder((1, 2, 16, 16, 16), "float32", name="data")
+    kernel = te.placeholder((4, 2, 1, 1, 16, 16), "float32", name="kernel")
+    out = ops.conv2d_nchwc(data, kernel)
+    task = SearchTask(Workload.from_tensors([out]), "cpu")
+    (sketch,) = [sk for sk in generate_sketches(task) if str(sk) == f"tile {out.op.name}"]
+    chosen = {"tile:conv:ko": (1, 1, 2), "tile:conv:ow": (1, 1, 8), "tile:conv:ki": (1, 1, 16)}
+
+    def decide(name, decision):
+        if name in chosen:
+            return chosen[name]
+        return decision.choices[0] if isinstance(decision, ChoiceDecision) else \
+            (1,) * decision.parts
+
+    s, args = instantiate(task, sketch, decide)
+    innermost = [iv.name.split(".")[0] for iv in s[out.op.name].leaf_iter_vars[-5:]
+                 if iv.extent > 1]
+    assert innermost == ["ow", "ko", "ki"], innermost
+    _check_every_sketch(task)
+
+
+def _winograd_layer(tile: int = 4) -> tuple[te.Tensor, te.Tensor]:
+    """The two transforms of a packed 3x3 conv by Winograd's algorithm: the input's, and
+    the output's (of the products) with a bias and ReLU after it, as the IR fuses them."""
+    data = te.placeholder((1, 1, 8, 8, 8), "float32", name="data")
+    tiles = ops.winograd_input_nchwc(data, tile, 1)
+    products = te.placeholder(tiles.shape, "float32", name="products")
+    bias = te.placeholder((1, 1, 1, 1, 8), "float32", name="bias")
+    biased = ops.add(ops.winograd_output_nchwc(products, tile, (8, 8), 8), bias,
+                     name="biased")
+    return tiles, ops.relu(biased)
+
+
+def test_a_stage_choosing_its_sum_by_position_unrolls_the_positions():
+    """Winograd's input transform chooses one of 36 sums by its first axis, the output
+    transform one of 16 by each pixel's position in its 4x4 tile: those positions run
+    unrolled right outside the vector lanes (each copy's choice known when compiled), and
+    the output transform is inlined into the ReLU after it."""
+    from search import analysis
+
+    tiles, out = _winograd_layer()
+    task = SearchTask(Workload.from_tensors([tiles]), "cpu")
+    s, _ = instantiate(task, generate_sketches(task)[0], sampler({}, {}, random.Random(0)))
+    stage = s[tiles.op.name]
+    assert analysis.branch_axes(stage, s) == {0: 36}
+    assert [iv.name for iv in stage.leaf_iter_vars][-2:] == ["e", "c"]
+    assert ["unroll", tiles.op.name, "e"] in s.steps
+    _check_every_sketch(task)
+
+    task = SearchTask(Workload.from_tensors([out]), "cpu")
+    sketches = generate_sketches(task)
+    assert all("inline winograd_output" in str(sk) for sk in sketches)
+    s, _ = instantiate(task, sketches[0], sampler({}, {}, random.Random(0)))
+    assert analysis.branch_axes(s[out.op.name], s) == {2: 4, 3: 4}
+    unrolled = [step[2] for step in s.steps if step[:2] == ["unroll", out.op.name]]
+    assert unrolled == ["ax2.inner", "ax3.inner"], s.steps
+    _check_every_sketch(task)
+
+
+def test_padding_and_concatenation_are_not_branches_to_unroll():
+    from search import analysis
+
+    x = te.placeholder((1, 4, 6, 6), "float32", name="x")
+    y = te.placeholder((1, 4, 6, 6), "float32", name="y")
+    for out in (ops.pad(x, (0, 0, 1, 1), (0, 0, 1, 1)), ops.concatenate([x, y], axis=1)):
+        s = te.create_schedule([out])
+        assert analysis.branch_axes(s[out], s) == {}
