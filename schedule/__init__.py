@@ -10,6 +10,7 @@ its launch plan, ``OpenCLModule`` runs it, ``compile_cuda`` checks it with nvcc/
 """
 
 from . import cpu_intrin, expr, intrin, loop_ir, ops, te, vta
+from .buffers import ALIGNMENT, aligned, aligned_empty, allocator
 from .build import (
     Artifact,
     BuildError,
@@ -45,6 +46,7 @@ from .tensor import TensorExprError
 from .workload import Workload
 
 __all__ = [
+    "ALIGNMENT",
     "Artifact",
     "BuildError",
     "CompileTimeout",
@@ -61,6 +63,9 @@ __all__ = [
     "Target",
     "TensorExprError",
     "Workload",
+    "aligned",
+    "aligned_empty",
+    "allocator",
     "build",
     "canonical_text",
     "check_cuda_resources",

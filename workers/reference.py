@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from schedule import KernelSignature, Workload
+from schedule import KernelSignature, Workload, aligned_empty
 
 from .measure import MeasureSettings
 from .sandbox import Sandbox
@@ -41,8 +41,14 @@ def kernel_arrays(signature: KernelSignature, workload: dict[str, Any],
     """A kernel's arguments in its signature's order: the workload's inputs of ``seed`` and
     zeroed outputs."""
     inputs = iter(Workload.from_json(workload).random_inputs(seed))
-    return [np.zeros(arg.shape, np.dtype(arg.dtype)) if arg.is_output else next(inputs)
+    return [_zeros(arg.shape, arg.dtype) if arg.is_output else next(inputs)
             for arg in signature.args]
+
+
+def _zeros(shape: tuple[int, ...], dtype: str) -> np.ndarray:
+    out = aligned_empty(shape, dtype)
+    out[...] = 0
+    return out
 
 
 def output_bytes(arrays: list[np.ndarray], signature: KernelSignature) -> list[bytes]:

@@ -40,6 +40,18 @@ import numpy as np
 
 GRAPH_VERSION = 1
 ARTIFACT_FILES = ("graph.json", "params.npz", "kernels.so", "runtime.py")
+#: where every buffer a kernel reads or writes starts (as ``schedule.buffers``, which this
+#: file cannot import): a vector load across two cache lines costs two
+ALIGNMENT = 64
+
+
+def aligned_empty(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
+    """An uninitialised C-contiguous array starting at a multiple of ``ALIGNMENT``."""
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    raw = np.empty(nbytes + ALIGNMENT, np.uint8)
+    start = -raw.ctypes.data % ALIGNMENT
+    return raw[start:start + nbytes].view(dtype).reshape(shape)
 
 
 class GraphRuntime:
@@ -54,7 +66,7 @@ class GraphRuntime:
         self.graph = graph
         self.input_names: list[str] = list(graph["input_names"])
         self._lib = ctypes.CDLL(str(library)) if library is not None else None
-        self._storages = [np.empty(max(int(n), 1), np.uint8) for n in graph["storages"]]
+        self._storages = [aligned_empty((max(int(n), 1),), np.uint8) for n in graph["storages"]]
         self.entries: list[np.ndarray] = [self._allocate(e, params) for e in graph["entries"]]
         self._inputs = [self.entries[i] for i in graph["inputs"]]
         self._steps: list[Callable[[], None]] = [
@@ -68,9 +80,12 @@ class GraphRuntime:
             if value.shape != shape:
                 raise ValueError(f"parameter {entry['name']} has shape {value.shape}, the "
                                  f"graph says {shape}")
+            if value.ctypes.data % ALIGNMENT:
+                value, misaligned = aligned_empty(shape, dtype), value
+                value[...] = misaligned
             return value
         if entry["kind"] == "input":
-            return np.empty(shape, dtype)
+            return aligned_empty(shape, dtype)
         count = int(np.prod(shape, dtype=np.int64))
         storage = self._storages[entry["storage"]]
         return storage[:count * dtype.itemsize].view(dtype).reshape(shape)

@@ -179,8 +179,10 @@ def _kernel_function(fn: Any, outputs: list[tuple[tuple[int, ...], np.dtype]],
     """A callable ``run(registers, operands)`` running one compiled kernel, returning fresh
     output arrays. Each operand (in the kernel's argument order) is a register index or
     the pointer of a constant (made once, when linking)."""
+    from schedule import allocator
+
     buf = ctypes.c_byte.from_buffer
-    empty = np.empty
+    empties = [allocator(shape, dtype) for shape, dtype in outputs]
 
     def pointers(regs: list, operands: tuple) -> list:
         """The slow path: an input that is read-only or not C-contiguous."""
@@ -191,6 +193,7 @@ def _kernel_function(fn: Any, outputs: list[tuple[tuple[int, ...], np.dtype]],
 
     if not is_tuple:
         ((shape, dtype),) = outputs
+        (empty,) = empties
 
         def run(regs: list, operands: tuple) -> np.ndarray:
             out = empty(shape, dtype)
@@ -204,7 +207,7 @@ def _kernel_function(fn: Any, outputs: list[tuple[tuple[int, ...], np.dtype]],
         return run
 
     def run_tuple(regs: list, operands: tuple) -> tuple:
-        outs = [empty(shape, dtype) for shape, dtype in outputs]
+        outs = [empty(shape, dtype) for empty, (shape, dtype) in zip(empties, outputs)]
         try:
             args = [(buf(regs[a]) if type(a) is int else a) for a in operands]
         except (TypeError, ValueError):
@@ -448,8 +451,10 @@ def _native_call(model: Any, func: Function, name: str) -> Callable[[list, tuple
         flatten(p.checked_type, position, ())
     outputs = [(tuple(o["shape"]), np.dtype(o["dtype"])) for o in model.meta["outputs"]]
     structure = model.meta["output_structure"]
+    from schedule import allocator
+
     buf = ctypes.c_byte.from_buffer
-    empty = np.empty
+    empties = [allocator(shape, dtype) for shape, dtype in outputs]
 
     in_order = structure == list(range(len(outputs)))  # a flat tuple of the outputs
 
@@ -472,7 +477,7 @@ def _native_call(model: Any, func: Function, name: str) -> Callable[[list, tuple
                 for i in path:
                     v = v[i]
                 values.append(v)
-        outs = [empty(shape, dtype) for shape, dtype in outputs]
+        outs = [empty(shape, dtype) for empty, (shape, dtype) in zip(empties, outputs)]
         with lock:
             for k, v in enumerate(values):
                 if v is not held[k]:

@@ -162,3 +162,14 @@ def test_loading_something_that_is_not_an_artefact_is_a_clear_error(tmp_path):
 def test_build_refuses_what_is_not_a_module():
     with pytest.raises(TypeError, match="takes a Module"):
         build(ir.var("x", shape=(2,)))
+
+
+def test_every_buffer_a_kernel_is_given_starts_on_a_cache_line():
+    """Weights, inputs and the planned temporaries: a 64-byte vector load across two cache
+    lines costs two (numpy aligns to 16 bytes only)."""
+    from ir.backend.runtime import ALIGNMENT
+
+    model = build(transformer_layer())
+    entries = model.runtime.entries
+    assert len(entries) > 5
+    assert all(e.ctypes.data % ALIGNMENT == 0 for e in entries if e.nbytes)

@@ -443,3 +443,18 @@ def test_integer_scalar_functions_wrap_as_numpy_does(name, dtype):
             for g, w in zip(got, want, strict=True):
                 assert g.dtype == w.dtype and g.shape == () and g == w, (x, y, g, w)
     assert machine.stats.scalar_calls > 0 and machine.stats.kernel_calls == 0
+
+
+def test_a_kernels_large_outputs_start_on_a_cache_line():
+    """Allocated on every call: aligned from ``schedule.buffers.SMALL_BYTES`` on (a vector
+    load across two cache lines costs two), numpy's allocation below."""
+    from schedule import ALIGNMENT
+
+    x, flag = ir.var("x", shape=(32, 64)), ir.var("flag", shape=(), dtype="bool")
+    module = ir.infer_type(ir.Module({"main": ir.Function([flag, x], ir.If(
+        flag, ir.op.nn.relu(ir.op.multiply(x, x)), ir.op.add(x, x)))}))
+    data = RNG.standard_normal((32, 64)).astype(F32)
+    for branch in (True, False) * 4:  # numpy's own allocations fall at every 16-byte offset
+        got, machine = run_both(module, np.array(branch), data)
+        assert got.ctypes.data % ALIGNMENT == 0
+    assert machine.stats.kernel_calls > 0
