@@ -130,7 +130,8 @@ static inline {V} tt_verf_{S}({V} x) {{
   {V} s = x * x;
   {V} small = x + x * """ + _horner("s", _ERF) + """;
   {V} t = 1.0f / tt_vsel_{S}(a < 1.0f, ({V}){{0}} + 1.0f, a);
-  {V} large = 1.0f - tt_vexp_{S}(tt_vsel_{S}(s < 16.0f, -s, ({V}){{0}} - 16.0f)) * """ + _horner("t", _ERFC) + """;
+  {V} e = tt_vexp_{S}(tt_vsel_{S}(s < 16.0f, -s, ({V}){{0}} - 16.0f));
+  {V} large = 1.0f - e * """ + _horner("t", _ERFC) + """;
   large = tt_vsel_{S}(a > 3.92f, ({V}){{0}} + 1.0f, large);
   large = ({V})(({I})large | (({I})x & (int)0x80000000));
   return tt_vsel_{S}(a < 1.0f, small, large);

@@ -182,7 +182,7 @@ def _kernel_function(fn: Any, outputs: list[tuple[tuple[int, ...], np.dtype]],
     from schedule import allocator
 
     buf = ctypes.c_byte.from_buffer
-    empties = [allocator(shape, dtype) for shape, dtype in outputs]
+    empties = [(allocator(shape, dtype), shape, dtype) for shape, dtype in outputs]
 
     def pointers(regs: list, operands: tuple) -> list:
         """The slow path: an input that is read-only or not C-contiguous."""
@@ -193,7 +193,7 @@ def _kernel_function(fn: Any, outputs: list[tuple[tuple[int, ...], np.dtype]],
 
     if not is_tuple:
         ((shape, dtype),) = outputs
-        (empty,) = empties
+        ((empty, _, _),) = empties
 
         def run(regs: list, operands: tuple) -> np.ndarray:
             out = empty(shape, dtype)
@@ -207,7 +207,7 @@ def _kernel_function(fn: Any, outputs: list[tuple[tuple[int, ...], np.dtype]],
         return run
 
     def run_tuple(regs: list, operands: tuple) -> tuple:
-        outs = [empty(shape, dtype) for empty, (shape, dtype) in zip(empties, outputs)]
+        outs = [empty(shape, dtype) for empty, shape, dtype in empties]
         try:
             args = [(buf(regs[a]) if type(a) is int else a) for a in operands]
         except (TypeError, ValueError):
@@ -454,7 +454,7 @@ def _native_call(model: Any, func: Function, name: str) -> Callable[[list, tuple
     from schedule import allocator
 
     buf = ctypes.c_byte.from_buffer
-    empties = [allocator(shape, dtype) for shape, dtype in outputs]
+    empties = [(allocator(shape, dtype), shape, dtype) for shape, dtype in outputs]
 
     in_order = structure == list(range(len(outputs)))  # a flat tuple of the outputs
 
@@ -477,7 +477,7 @@ def _native_call(model: Any, func: Function, name: str) -> Callable[[list, tuple
                 for i in path:
                     v = v[i]
                 values.append(v)
-        outs = [empty(shape, dtype) for empty, (shape, dtype) in zip(empties, outputs)]
+        outs = [empty(shape, dtype) for empty, shape, dtype in empties]
         with lock:
             for k, v in enumerate(values):
                 if v is not held[k]:
