@@ -32,6 +32,7 @@ from .base import (
     SearchStats,
     steps_key,
 )
+from .prior import register_tile
 from .registry import register_policy
 from .rules import generate_sketches
 from .sketch import InvalidProgram, Sketch, decision_space, instantiate, sampler
@@ -106,6 +107,8 @@ class SearchParams:
     crossover_probability: float = 0.15
     eps_greedy: float = 0.05
     measured_seed_ratio: float = 0.2
+    #: the share of random samples whose register tiles come from ``prior.register_tile``
+    register_prior: float = 0.5
     mutation_weights: dict[str, float] = field(default_factory=lambda: {
         "tile": 0.85, "unroll": 0.05, "location": 0.05, "parallel": 0.03, "other": 0.02})
 
@@ -153,9 +156,14 @@ class SketchPolicy(SearchPolicy):
         return cand
 
     def sample(self) -> SketchCandidate | None:
-        """A random program: a random sketch with every decision drawn at random."""
+        """A random program: a random sketch with every decision drawn at random (its
+        register tiles, ``register_prior`` of the time, from ``prior.register_tile``)."""
         self.stats.sampled += 1
-        return self._build(self.rng.randrange(len(self.sketches)), {})
+        sketch = self.rng.randrange(len(self.sketches))
+        decisions = register_tile(self.task, self.sketches[sketch], self.spaces[sketch],
+                                  self.rng) if self.rng.random() < self.params.register_prior \
+            else {}
+        return self._build(sketch, decisions)
 
     def _sample_many(self, n: int, attempts: int | None = None) -> list[SketchCandidate]:
         out: list[SketchCandidate] = []

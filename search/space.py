@@ -76,6 +76,22 @@ class TileDecision:
             remaining = max(1, math.ceil(remaining / f))
         return tuple(reversed(factors))
 
+    def innermost_choices(self) -> list[int]:
+        """The innermost factors that divide the extent (whole blocks where any is)."""
+        return self._whole_blocks([d for d in divisors(self.extent) if d <= self._limit(0)])
+
+    def sample_around(self, innermost: int, rng: random.Random) -> tuple[int, ...]:
+        """A value with this innermost factor, the outer levels drawn at random (dividing
+        what remains)."""
+        remaining = math.ceil(self.extent / innermost)
+        factors = [innermost]
+        for level in range(1, self.parts):
+            choices = [d for d in divisors(remaining) if d <= self._limit(level)] or [1]
+            f = rng.choice(choices)
+            factors.append(f)
+            remaining //= f
+        return tuple(reversed(factors))
+
     def _whole_blocks(self, choices: list[int]) -> list[int]:
         """The innermost choices that are whole blocks (all of them if none is)."""
         return [f for f in choices if f % self.innermost_multiple == 0] or choices

@@ -1,0 +1,83 @@
+"""The register-tile prior (search.prior): half the random samples of a CPU tiling draw
+their innermost tile from shapes that keep the vector unit busy."""
+
+from __future__ import annotations
+
+import math
+import random
+
+import numpy as np
+import pytest
+
+from schedule import Workload, build
+from search import SearchTask
+from search.policy import SearchParams, SketchPolicy
+from search.prior import OPERAND_REGISTERS, register_tile
+from search.rules import generate_sketches
+from search.sketch import decision_space, instantiate, sampler
+
+CASES = [Workload.op("dense", M=64, N=96, K=200, bias=True, activation="relu"),
+         Workload.op("conv2d_nchw", N=1, C=8, H=16, W=16, K=32, R=3, S=3, padding=1)]
+
+
+@pytest.mark.parametrize("workload", CASES, ids=["dense", "conv2d"])
+def test_register_tiles_fill_the_registers_with_whole_vectors(workload):
+    task = SearchTask(workload, "cpu -isa=avx512 -cores=2")
+    lanes, registers = task.vector_lanes(4), 32
+    rng = random.Random(0)
+    inputs = workload.random_inputs(0)
+    (expected,) = workload.reference(inputs)
+    shaped = 0
+    for sketch in generate_sketches(task):
+        space = decision_space(task, sketch)
+        for _ in range(6):
+            decisions = register_tile(task, sketch, space, rng)
+            tiled = [op.stage for op in sketch.ops if op.kind == "tile"]
+            if not tiled:
+                assert decisions == {}
+                continue
+            shaped += 1
+            names = [n for n in space if n.startswith(f"tile:{tiled[0]}:")]
+            spatial = [n for n in names if space[n].parts == 3]
+            vector = decisions[spatial[-1]][-1]
+            assert vector % lanes == 0 and vector <= 3 * lanes
+            rows = math.prod(decisions[n][-1] for n in spatial[:-1])
+            assert rows * vector // lanes <= registers - OPERAND_REGISTERS
+            for n in names:  # every value valid, outer levels covering the extent
+                assert space[n].is_valid(decisions[n]), (n, decisions[n])
+                if space[n].parts == 1:  # the reduction's inner tile: as long as allowed
+                    assert decisions[n][0] == max(space[n].innermost_choices())
+            s, args = instantiate(task, sketch, sampler(dict(decisions), {}, rng))
+            out = np.zeros_like(expected)
+            build(s, args, target=task.target)(*inputs, out)
+            np.testing.assert_allclose(out, expected, rtol=2e-4, atol=2e-4)
+    assert shaped >= 6
+
+
+def test_a_gpu_tiling_or_a_vector_axis_of_no_whole_vector_is_left_to_the_uniform_draw():
+    task = SearchTask(CASES[0], "cuda -arch=sm_80")
+    sketch = generate_sketches(task)[0]
+    assert register_tile(task, sketch, decision_space(task, sketch), random.Random(0)) == {}
+    task = SearchTask(Workload.op("conv2d_nchw", N=1, C=8, H=14, W=14, K=32, R=3, S=3,
+                                  padding=1), "cpu -isa=avx512 -cores=2")  # 14 columns
+    for sketch in generate_sketches(task):
+        space = decision_space(task, sketch)
+        assert register_tile(task, sketch, space, random.Random(0)) == {}
+
+
+def test_the_policy_samples_from_the_prior_as_often_as_asked():
+    task = SearchTask(CASES[0], "cpu -isa=avx512 -cores=2")
+    lanes = task.vector_lanes(4)
+
+    def vector_widths(share: float) -> list[int]:
+        policy = SketchPolicy(task, "random", seed=1, params=SearchParams(register_prior=share))
+        widths = []
+        for _ in range(40):
+            cand = policy.sample()
+            if cand is not None:
+                tile = [v for k, v in cand.decisions.items() if k.endswith(":j")]
+                widths += [t[-1] for t in tile]
+        return widths
+
+    assert all(w % lanes == 0 and w <= 3 * lanes for w in vector_widths(1.0))
+    assert any(w % lanes or w > 3 * lanes for w in vector_widths(0.0))
