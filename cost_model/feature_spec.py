@@ -68,7 +68,7 @@ FEATURE_NAMES: list[str] = [name for name, _ in SPEC]
 N_FEATURES = len(FEATURE_NAMES)
 # Bump when what a feature means changes without its name changing: snapshots of models
 # trained on other features are refused (``FEATURE_SET`` is stored in every snapshot).
-FEATURES_VERSION = 2
+FEATURES_VERSION = 3
 FEATURE_SET = hashlib.sha256(
     f"{FEATURES_VERSION}:{','.join(FEATURE_NAMES)}".encode()).hexdigest()[:16]
 SUM_MASK = np.array([agg == "sum" for _, agg in SPEC])  # aggregated by summing

@@ -42,7 +42,7 @@ from .feature_spec import (
     log2p,
 )
 from .footprint import AccessLevels, lines_total, set_pressure, traffic
-from .store_sites import ProgramInfo, StoreSite, collect_sites
+from .store_sites import Access, ProgramInfo, StoreSite, collect_sites
 
 #: Loops run as vector instructions: vectorized ones, and a tensorized nest's outer loop
 #: (a CPU intrinsic computes its outputs as the lanes of one vector).
@@ -90,6 +90,21 @@ def _compute_features(nest: _Nest) -> list[float]:
     return [*(o * nest.outer for o in ops), body_flops * nest.outer, body_flops]
 
 
+#: a read in blocks of at least this many lanes is vector loads, one per block
+MIN_BLOCK_LANES = 8
+
+
+def _contiguous_in_blocks(acc: Access, var: int) -> bool:
+    """The access walks ``var`` contiguously within blocks of at least ``MIN_BLOCK_LANES``
+    (``W[j // 16, k, j % 16]``, a weight packed in panels): its last dimension advances by 1
+    and the others by ``1/b`` only (the vectorizer loads it a block at a time)."""
+    *outer, (last, _) = acc.dims
+    if last.get(var) != 1.0:
+        return False
+    return all(c == 0 or abs(c) <= 1 / MIN_BLOCK_LANES
+               for coefs, _ in outer for c in (coefs.get(var, 0.0),))
+
+
 def _loop_features(nest: _Nest) -> tuple[list[float], float, float, float]:
     """LOOP_FEATURES, and for the estimates: the gathers of the vectorized loop, the set
     pressure of the innermost sweep and the accesses it strides by a line or more."""
@@ -102,7 +117,7 @@ def _loop_features(nest: _Nest) -> tuple[list[float], float, float, float]:
             s = abs(lv.flat.get(nest.vec_var, 0.0))
             if s == 0:
                 broadcast += acc.count
-            elif s == 1:
+            elif s == 1 or _contiguous_in_blocks(acc, nest.vec_var):
                 contiguous += acc.count
             else:
                 gather += acc.count

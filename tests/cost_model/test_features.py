@@ -70,6 +70,22 @@ def test_vectorized_and_parallel_loops_give_their_lengths() -> None:
     assert_feature(row, "vec_explicit", 1)
 
 
+@pytest.mark.parametrize("block, contiguous", [(16, True), (2, False)])
+def test_a_read_contiguous_within_blocks_is_vector_loads(block: int, contiguous: bool) -> None:
+    """``W[j // b, j % b]`` (a weight packed in panels of ``b``) advances by one element per
+    lane within a block: with blocks of 16, a vector of 48 lanes is three vector loads,
+    not a gather (a dense layer's best register tiles were estimated 16x too slow); with
+    blocks of 2 it is a gather."""
+    W = te.placeholder((96 // block, block), "float32", name="W")
+    C = te.compute((96,), lambda j: W[j // block, j % block] * 2.0, name="C")
+    s = te.create_schedule(C)
+    _, inner = s[C].split(s[C].op.axis[0], factor=48)
+    s[C].vectorize(inner)
+    (row,) = features_of(s, [W, C])
+    assert_feature(row, "vec_contiguous", 2 if contiguous else 1)
+    assert_feature(row, "vec_gather", 0 if contiguous else 1)
+
+
 def test_gpu_thread_bindings_give_their_extents() -> None:
     A, B, C = add_program(64, 16)
     s = te.create_schedule(C)
