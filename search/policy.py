@@ -32,7 +32,7 @@ from .base import (
     SearchStats,
     steps_key,
 )
-from .prior import register_tile
+from .prior import RegisterTiles
 from .registry import register_policy
 from .rules import generate_sketches
 from .sketch import InvalidProgram, Sketch, decision_space, instantiate, sampler
@@ -107,7 +107,7 @@ class SearchParams:
     crossover_probability: float = 0.15
     eps_greedy: float = 0.05
     measured_seed_ratio: float = 0.2
-    #: the share of random samples whose register tiles come from ``prior.register_tile``
+    #: the share of random samples whose register tiles come from ``prior.RegisterTiles``
     register_prior: float = 0.5
     mutation_weights: dict[str, float] = field(default_factory=lambda: {
         "tile": 0.85, "unroll": 0.05, "location": 0.05, "parallel": 0.03, "other": 0.02})
@@ -134,6 +134,7 @@ class SketchPolicy(SearchPolicy):
         self._programs: dict[str, Any] = {}  # steps key -> lowered program (features input)
         self._tried_sketches: set[int] = set()  # sketches with a program proposed or known
         self._suggested: list[dict[str, Any]] = []  # origins of related tasks' programs
+        self._register_tiles = RegisterTiles(task)
 
     # ------------------------------------------------------------------ building programs
     def _build(self, sketch: int, decisions: dict[str, Any]) -> SketchCandidate | None:
@@ -157,12 +158,12 @@ class SketchPolicy(SearchPolicy):
 
     def sample(self) -> SketchCandidate | None:
         """A random program: a random sketch with every decision drawn at random (its
-        register tiles, ``register_prior`` of the time, from ``prior.register_tile``)."""
+        register tiles, ``register_prior`` of the time, from ``prior.RegisterTiles``)."""
         self.stats.sampled += 1
         sketch = self.rng.randrange(len(self.sketches))
-        decisions = register_tile(self.task, self.sketches[sketch], self.spaces[sketch],
-                                  self.rng) if self.rng.random() < self.params.register_prior \
-            else {}
+        decisions = self._register_tiles.draw(self.sketches[sketch], self.spaces[sketch],
+                                               self.rng) \
+            if self.rng.random() < self.params.register_prior else {}
         return self._build(sketch, decisions)
 
     def _sample_many(self, n: int, attempts: int | None = None) -> list[SketchCandidate]:

@@ -1,16 +1,18 @@
 """A prior over register tiles: where the search samples a CPU multi-level tiling, half the
 samples draw its innermost tile from the shapes that keep a vector unit busy.
 
-The innermost spatial tile of a tiled stage is unrolled into registers: its vector axis
-(the last) gives ``V`` vectors, the other axes' inner factors ``B`` rows, and each step of
-the reduction loads ``V`` vectors and broadcasts ``B`` values for ``V x B`` multiply-adds.
-A uniform draw mostly lands on tiles with too few accumulators to hide the FMA latency, or
-too many for the register file (a BERT dense layer's search settled on 8 rows x 1 vector,
-0.6 of the FMA peak, where 8 x 3 runs at 0.7). The prior draws ``V`` from 1 to 3 vectors and
-``B`` so that ``V x B`` fills between half and all of the registers left for accumulators,
-and the reduction's inner tile as long as its decision allows (so the accumulators stay in
-registers over a long run); every outer level is drawn uniformly, and evolution takes it
-from there.
+The innermost spatial tile of a tiled stage is unrolled into registers. Its vector axis
+(the last) and the other axes the vector operands are indexed by (a packed conv's output
+channel blocks, which pick the weight vectors) give ``V`` vectors per step; the remaining
+axes (a dense layer's rows, a conv's output pixels), whose values are broadcast, give ``B``
+rows; each step of the reduction loads ``V`` vectors and ``B`` broadcast values for
+``V x B`` multiply-adds. A uniform draw mostly lands on tiles with too few accumulators to
+hide the FMA latency, or too many for the register file, or too many loads per
+multiply-add (a BERT dense layer's search settled on 8 rows x 1 vector, 0.6 of the FMA
+peak, where 8 x 3 runs at 0.7). The prior draws ``V`` from 1 to 3 vectors and ``B`` so that
+``V x B`` fills between half and all of the registers left for accumulators, and the
+reduction's inner tile as long as its decision allows (the accumulators stay in registers
+over a long run); every outer level is drawn uniformly, and evolution takes it from there.
 """
 
 from __future__ import annotations
@@ -18,47 +20,89 @@ from __future__ import annotations
 import random
 from typing import Any
 
+from schedule import expr, make_schedule, te
+
+from . import analysis
 from .sketch import Sketch
 from .space import Decision, TileDecision
 from .task import SearchTask
 
 #: vector registers kept for the operands of one step (weight vectors, a broadcast value)
 OPERAND_REGISTERS = 4
+#: the most vectors one step of a register tile loads
+MAX_VECTORS = 3
 
 
-def register_tile(task: SearchTask, sketch: Sketch, space: dict[str, Decision],
-                  rng: random.Random) -> dict[str, Any]:
-    """Tile decisions for the stages ``sketch`` tiles on a CPU, their innermost factors from
-    well-shaped register tiles and their outer levels at random; empty where there is
-    nothing to shape (a GPU, a tensorized nest, a stage of one spatial axis, a vector axis
-    no whole vector divides)."""
-    if task.target.is_gpu:
-        return {}
-    lanes = task.vector_lanes(4)
-    accumulators = (32 if lanes >= 16 else 16) - OPERAND_REGISTERS
-    out: dict[str, Any] = {}
-    for op in sketch.ops:
-        if op.kind != "tile" or op.intrin:
-            continue
-        prefix = f"tile:{op.stage}:"
-        tiles = [(name, d) for name, d in space.items()
-                 if name.startswith(prefix) and isinstance(d, TileDecision)]
-        spatial = [(name, d) for name, d in tiles if d.parts == 3]
-        if len(spatial) < 2:
-            continue
-        (vector_name, vector), rows = spatial[-1], spatial[:-1]
-        widths = [f for f in vector.innermost_choices() if f % lanes == 0 and f <= 3 * lanes]
-        if not widths:
-            continue
-        width = rng.choice(widths)
-        out[vector_name] = vector.sample_around(width, rng)
-        budget = rng.randint(accumulators // 2, accumulators) // (width // lanes)
-        for name, d in rng.sample(rows, len(rows)):
-            fits = [f for f in d.innermost_choices() if f <= budget] or [1]
-            factor = max(fits) if rng.random() < 0.5 else rng.choice(fits)
-            out[name] = d.sample_around(factor, rng)
-            budget = max(1, budget // factor)
-        for name, d in tiles:
-            if d.parts == 1:
-                out[name] = (max(d.innermost_choices()),)
+class RegisterTiles:
+    """Draws register tiles for the sketches of one task (see the module docstring)."""
+
+    def __init__(self, task: SearchTask):
+        self.task = task
+        cpu = task.target.kind == "cpu"
+        self.lanes = task.vector_lanes(4) if cpu else 1
+        self.accumulators = (32 if self.lanes >= 16 else 16) - OPERAND_REGISTERS
+        self._vector_axes: dict[str, set[str]] = {}  # stays empty but on a CPU
+        if cpu:
+            s, _ = make_schedule(task.workload)
+            for stage in analysis.compute_stages(s):
+                if stage.op.reduce_axis and len(stage.op.axis) >= 2:
+                    self._vector_axes[stage.name] = _vector_operand_axes(stage)
+
+    def vector_axes(self, stage: str) -> set[str]:
+        """The spatial axes of ``stage`` (or of the stage it caches) that pick the vector
+        operands' vectors (empty for a stage that is not tiled for reuse)."""
+        return set(self._vector_axes.get(stage.removesuffix(".local"), ()))
+
+    def draw(self, sketch: Sketch, space: dict[str, Decision],
+             rng: random.Random) -> dict[str, Any]:
+        """Tile decisions for the stages ``sketch`` tiles, their innermost factors from
+        well-shaped register tiles and their outer levels at random; empty where there is
+        nothing to shape (a GPU, a tensorized nest, a vector axis no whole vector divides)."""
+        out: dict[str, Any] = {}
+        for op in sketch.ops:
+            vector_axes = self._vector_axes.get(op.stage.removesuffix(".local"))
+            if op.kind != "tile" or op.intrin or vector_axes is None:
+                continue
+            prefix = f"tile:{op.stage}:"
+            tiles = [(name, d) for name, d in space.items()
+                     if name.startswith(prefix) and isinstance(d, TileDecision)]
+            spatial = [(name, d) for name, d in tiles if d.parts == 3]
+            if len(spatial) < 2:
+                continue
+            (vector_name, vector), rows = spatial[-1], spatial[:-1]
+            widths = [f for f in vector.innermost_choices()
+                      if f % self.lanes == 0 and f <= MAX_VECTORS * self.lanes]
+            if not widths:
+                continue
+            width = rng.choice(widths)
+            out[vector_name] = vector.sample_around(width, rng)
+            vectors = width // self.lanes
+            picks_vectors = [(n, d) for n, d in rows if n[len(prefix):] in vector_axes]
+            broadcast = [(n, d) for n, d in rows if n[len(prefix):] not in vector_axes]
+            for name, d in rng.sample(picks_vectors, len(picks_vectors)):
+                factor = rng.choice([f for f in d.innermost_choices()
+                                     if vectors * f <= MAX_VECTORS] or [1])
+                vectors *= factor
+                out[name] = d.sample_around(factor, rng)
+            budget = rng.randint(self.accumulators // 2, self.accumulators) // vectors
+            for name, d in rng.sample(broadcast, len(broadcast)):
+                fits = [f for f in d.innermost_choices() if f <= budget] or [1]
+                factor = max(fits) if rng.random() < 0.5 else rng.choice(fits)
+                out[name] = d.sample_around(factor, rng)
+                budget = max(1, budget // factor)
+            for name, d in tiles:
+                if d.parts == 1:
+                    out[name] = (max(d.innermost_choices()),)
+        return out
+
+
+def _vector_operand_axes(stage: te.Stage) -> set[str]:
+    """The spatial axes (by name) that index a read which the vector axis (the last) also
+    indexes: a factor of theirs in the register tile adds vector loads, not broadcasts."""
+    vector = stage.op.axis[-1].var
+    out: set[str] = set()
+    for load in analysis.reads(stage):
+        used = set().union(*(expr.free_vars(i) for i in load.indices))
+        if vector in used:
+            out |= {a.var.name for a in stage.op.axis[:-1] if a.var in used}
     return out

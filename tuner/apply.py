@@ -20,7 +20,7 @@ class UntunedWarning(UserWarning):
 #: The short search behind untuned schedules: one generation of 48 sketch samples ranked by
 #: the analytic cost model, nothing measured (about a second per workload). On the ResNet-18
 #: convolutions it picked programs 4-17x faster than the outer-loop-parallel schedule.
-DEFAULT_SEARCH = SearchParams(population=48, generations=1, eps_greedy=0.0)
+DEFAULT_SEARCH = SearchParams(population=48, generations=1, eps_greedy=0.0, register_prior=1.0)
 
 
 def default_steps(workload: Workload, target: Target | str = "cpu") -> list[list[Any]]:

@@ -9,29 +9,37 @@ import random
 import numpy as np
 import pytest
 
-from schedule import Workload, build
+from schedule import Workload, build, ops, te
 from search import SearchTask
 from search.policy import SearchParams, SketchPolicy
-from search.prior import OPERAND_REGISTERS, register_tile
+from search.prior import MAX_VECTORS, OPERAND_REGISTERS, RegisterTiles
 from search.rules import generate_sketches
 from search.sketch import decision_space, instantiate, sampler
 
+def _packed_conv() -> Workload:
+    data = te.placeholder((1, 2, 10, 10, 16), "float32", name="data")
+    kernel = te.placeholder((4, 2, 3, 3, 16, 16), "float32", name="kernel")
+    return Workload.from_tensors([ops.conv2d_nchwc(data, kernel)])
+
+
 CASES = [Workload.op("dense", M=64, N=96, K=200, bias=True, activation="relu"),
-         Workload.op("conv2d_nchw", N=1, C=8, H=16, W=16, K=32, R=3, S=3, padding=1)]
+         Workload.op("conv2d_nchw", N=1, C=8, H=16, W=16, K=32, R=3, S=3, padding=1),
+         _packed_conv()]
 
 
-@pytest.mark.parametrize("workload", CASES, ids=["dense", "conv2d"])
+@pytest.mark.parametrize("workload", CASES, ids=["dense", "conv2d", "conv2d_nchwc"])
 def test_register_tiles_fill_the_registers_with_whole_vectors(workload):
     task = SearchTask(workload, "cpu -isa=avx512 -cores=2")
     lanes, registers = task.vector_lanes(4), 32
     rng = random.Random(0)
+    prior = RegisterTiles(task)
     inputs = workload.random_inputs(0)
     (expected,) = workload.reference(inputs)
     shaped = 0
     for sketch in generate_sketches(task):
         space = decision_space(task, sketch)
         for _ in range(6):
-            decisions = register_tile(task, sketch, space, rng)
+            decisions = prior.draw(sketch, space, rng)
             tiled = [op.stage for op in sketch.ops if op.kind == "tile"]
             if not tiled:
                 assert decisions == {}
@@ -40,9 +48,14 @@ def test_register_tiles_fill_the_registers_with_whole_vectors(workload):
             names = [n for n in space if n.startswith(f"tile:{tiled[0]}:")]
             spatial = [n for n in names if space[n].parts == 3]
             vector = decisions[spatial[-1]][-1]
-            assert vector % lanes == 0 and vector <= 3 * lanes
-            rows = math.prod(decisions[n][-1] for n in spatial[:-1])
-            assert rows * vector // lanes <= registers - OPERAND_REGISTERS
+            assert vector % lanes == 0
+            picks_vectors = prior.vector_axes(tiled[0])
+            vectors = vector // lanes * math.prod(
+                decisions[n][-1] for n in spatial[:-1] if n.split(":")[2] in picks_vectors)
+            rows = math.prod(decisions[n][-1] for n in spatial[:-1]
+                             if n.split(":")[2] not in picks_vectors)
+            assert vectors <= MAX_VECTORS
+            assert vectors * rows <= registers - OPERAND_REGISTERS
             for n in names:  # every value valid, outer levels covering the extent
                 assert space[n].is_valid(decisions[n]), (n, decisions[n])
                 if space[n].parts == 1:  # the reduction's inner tile: as long as allowed
@@ -54,15 +67,29 @@ def test_register_tiles_fill_the_registers_with_whole_vectors(workload):
     assert shaped >= 6
 
 
+def test_axes_that_pick_the_vector_operand_add_vectors_and_the_others_rows():
+    """A dense layer's rows are broadcast values; a packed conv's output channel blocks
+    pick weight vectors and its output pixels are broadcast; in NCHW the conv's vector
+    runs along an output row, so its rows pick input vectors and the channels broadcast."""
+    def vector_axes(workload: Workload, stage: str) -> set[str]:
+        return RegisterTiles(SearchTask(workload, "cpu -isa=avx512 -cores=2")).vector_axes(
+            stage)
+
+    assert vector_axes(CASES[0], "T_dense") == set()
+    assert vector_axes(CASES[1], "conv") == {"n", "oh"}
+    assert vector_axes(CASES[2], "conv") == {"ko"}
+
+
 def test_a_gpu_tiling_or_a_vector_axis_of_no_whole_vector_is_left_to_the_uniform_draw():
     task = SearchTask(CASES[0], "cuda -arch=sm_80")
     sketch = generate_sketches(task)[0]
-    assert register_tile(task, sketch, decision_space(task, sketch), random.Random(0)) == {}
+    assert RegisterTiles(task).draw(sketch, decision_space(task, sketch),
+                                    random.Random(0)) == {}
     task = SearchTask(Workload.op("conv2d_nchw", N=1, C=8, H=14, W=14, K=32, R=3, S=3,
                                   padding=1), "cpu -isa=avx512 -cores=2")  # 14 columns
     for sketch in generate_sketches(task):
         space = decision_space(task, sketch)
-        assert register_tile(task, sketch, space, random.Random(0)) == {}
+        assert RegisterTiles(task).draw(sketch, space, random.Random(0)) == {}
 
 
 def test_the_policy_samples_from_the_prior_as_often_as_asked():
