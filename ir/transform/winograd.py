@@ -37,11 +37,14 @@ __all__ = ["MIN_TILES", "TILE_CONFIG", "ConvertWinograd", "default_tile"]
 TILE_CONFIG = "ConvertWinograd.tile"
 
 #: The fewest 4x4 output tiles (per image) for which the default rule converts a
-#: convolution. Measured on ResNet-18's layers (bench/winograd.py, 128 trials each way):
-#: 1.9x the direct convolution at 56x56 and 28x28 (196 and 49 tiles), 1.3x at 14x14 (16),
-#: 0.63x at 7x7 (4 tiles of 512 channels: the transformed kernel, 4x the direct one, is
-#: what the product reads).
-MIN_TILES = 16
+#: convolution: the product does ``tiles / 2`` multiply-adds per byte of ``U`` it reads,
+#: and inside a model ``U`` comes from memory (the layers before evicted it). Measured on
+#: ResNet-18's layers (bench/winograd.py, 128 trials each way): 1.9x the direct
+#: convolution at 56x56 and 28x28 (196 and 49 tiles), 0.63x at 7x7 (4 tiles); at 14x14
+#: (16 tiles, ``U`` 9.4 MB for 256 channels) 1.3x timed alone, but inside the tuned model
+#: 1.29 ms per layer against the direct convolution's 0.90 (the product streaming ``U`` at
+#: 8 GB/s; bench/RESULTS.md, 2026-11-27).
+MIN_TILES = 49
 
 
 def default_tile(out_h: int, out_w: int, channels: int, kernels: int) -> int | None:

@@ -3,7 +3,7 @@ fused into a conv, a depthwise conv + clip, dense + bias + gelu, softmax, layer_
 pooling, the layout transforms (transpose / reshape) of attention, the packing of a CNN's
 input into channel blocks (convolutions run on NCHW[x]c on the CPU), a transformer's
 dense layer on a weight packed in column panels (16 rows or more) and the three stages of
-a Winograd convolution (3x3 on 16x16 images: input transform, batched product, output
+a Winograd convolution (3x3 on 28x28 images: input transform, batched product, output
 transform with the bias, residual add and ReLU). One job tunes one task
 of each kind for a few trials (the workers check every measured candidate against the
 workload's reference), then each model compiled with the records is checked against the
@@ -38,7 +38,7 @@ MODELS: dict[str, Callable[[], ir.Module]] = {
     "resnet": resnet_basic_block, "mobilenet": mobilenet_inverted_residual,
     "transformer": transformer_layer, "pooling": pooling_head,
     "transformer, 16 rows": lambda: transformer_layer(seq=16),
-    "resnet, 16x16": lambda: resnet_basic_block(c=16, hw=16)}
+    "resnet, 28x28": lambda: resnet_basic_block(c=16, hw=28)}
 
 LAYOUT = {"transpose", "reshape"}
 #: kind -> (model, does a task's operator list belong to the kind)
@@ -57,14 +57,14 @@ KINDS: dict[str, tuple[str, Callable[[list[str]], bool]]] = {
     "layout transform": ("transformer", lambda ops: set(ops) <= LAYOUT),
     "pooling": ("pooling", lambda ops: "nn.max_pool2d" in ops),
     "channel packing": ("resnet", lambda ops: ops == ["layout_transform"]),
-    "winograd input transform": ("resnet, 16x16", lambda ops: ops == ["nn.winograd_input"]),
-    "winograd batched product": ("resnet, 16x16", lambda ops: ops == ["nn.batch_matmul"]),
-    "winograd output + residual add + relu": ("resnet, 16x16", lambda ops: ops[0] ==
+    "winograd input transform": ("resnet, 28x28", lambda ops: ops == ["nn.winograd_input"]),
+    "winograd batched product": ("resnet, 28x28", lambda ops: ops == ["nn.batch_matmul"]),
+    "winograd output + residual add + relu": ("resnet, 28x28", lambda ops: ops[0] ==
                                               "nn.winograd_output" and ops.count("add") == 2),
 }
 #: F(4x4, 3x3) rounds differently from the interpreter's direct convolution (relative to
 #: the output's largest value)
-TOLERANCE = {"resnet, 16x16": 1e-5}
+TOLERANCE = {"resnet, 28x28": 1e-5}
 
 
 def test_each_fused_kind_tunes_and_the_tuned_models_match_the_interpreter(tmp_path):

@@ -130,8 +130,9 @@ def test_what_stays_direct():
 
 
 def test_the_default_rule_takes_large_images_only():
-    assert MIN_TILES == 16
-    assert default_tile(56, 56, 64, 64) == default_tile(14, 14, 256, 256) == 4
+    assert MIN_TILES == 49
+    assert default_tile(56, 56, 64, 64) == default_tile(28, 28, 128, 128) == 4
+    assert default_tile(14, 14, 256, 256) is None  # the transformed kernel, read from memory
     assert default_tile(7, 7, 512, 512) is None and default_tile(12, 12, 64, 64) is None
     assert default_tile(56, 56, 8, 64) is None  # too few channels to repay the transforms
     x = ir.var("x", shape=(1, 16, 8, 8))
