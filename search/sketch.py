@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from schedule import ScheduleError, make_schedule, te
+from schedule import ScheduleError, expr, make_schedule, te
 
 from . import analysis, gpu_sketch
 from .space import ChoiceDecision, Decision, TileDecision
@@ -287,6 +287,7 @@ def _annotate(task: SearchTask, s: te.Schedule, decide: Decide) -> None:
         if stage.attach == "inline":
             continue
         _unroll_branches(task, s, stage)
+        _window_outside_lanes(stage)
         if stage.attach == "root":
             _parallel(task, s, stage, decide)
         _vectorize(task, s, stage, decide)
@@ -294,6 +295,28 @@ def _annotate(task: SearchTask, s: te.Schedule, decide: Decide) -> None:
             depth = decide(f"unroll:{stage.name}", ChoiceDecision(UNROLL_STEPS))
             if depth:
                 stage.pragma(stage.leaf_iter_vars[0], "auto_unroll_max_step", depth)
+
+
+#: a reduction over at most this many values with no tiling of its own is a window (a
+#: pooling's): it runs outside the last spatial loop, which then takes the vector lanes
+MAX_WINDOW = 64
+
+
+def _window_outside_lanes(stage: te.Stage) -> None:
+    """A pooling reduces a small window per output: with the window loops innermost (as
+    the stage is written) its output is computed one lane at a time; with them just
+    outside the last spatial loop, which every read walks along, a vector of outputs is
+    reduced at once."""
+    axes, window = list(stage.op.axis), list(stage.op.reduce_axis)
+    if not window or stage.relations or stage.annotations or not axes or \
+            list(stage.leaf_iter_vars) != axes + window or \
+            axes[-1].extent < 2 or math.prod(a.extent for a in window) > MAX_WINDOW:
+        return  # (a loop order a rule chose, or too long a reduction to be a window)
+    lanes = axes[-1].var
+    # each read walks along the lanes (a softmax's row maximum does not: it reads x[i, k])
+    if all(load.indices and lanes in expr.free_vars(load.indices[-1])
+           for load in analysis.reads(stage)):
+        stage.reorder(*axes[:-1], *window, axes[-1])
 
 
 def _unroll_branches(task: SearchTask, s: te.Schedule, stage: te.Stage) -> None:
@@ -333,7 +356,8 @@ def _unroll_branches(task: SearchTask, s: te.Schedule, stage: te.Stage) -> None:
 
 def _parallel(task: SearchTask, s: te.Schedule, stage: te.Stage, decide: Decide) -> None:
     """Fuse the outermost spatial loops (up to the first loop something is computed at) and
-    run the fused loop in parallel; how many is a decision, and for a small workload
+    run the fused loop in parallel; how many (loops of more than one iteration) is a
+    decision, and for a small workload
     (under ``SERIAL_FLOPS``) none is one too: waking the threads can cost more than the
     work (a 128 x 128 GEMV took 3 us in parallel)."""
     attach = _attach_points(s, stage)
@@ -344,14 +368,16 @@ def _parallel(task: SearchTask, s: te.Schedule, stage: te.Stage, decide: Decide)
         leading.append(iv)
         if iv in attach:
             break
-    if not leading:
+    # a loop of one iteration (a batch of 1) is fused along but not counted
+    ends = [n + 1 for n, iv in enumerate(leading) if iv.extent > 1]
+    if not ends:
         return
     first = 0 if task.workload.flops < SERIAL_FLOPS else 1
     count = decide(f"parallel:{stage.name}",
-                   ChoiceDecision(tuple(range(first, min(len(leading), 3) + 1))))
+                   ChoiceDecision(tuple(range(first, min(len(ends), 3) + 1))))
     if count == 0:
         return
-    chosen = leading[:count]
+    chosen = leading[:ends[count - 1]]
     if len(chosen) > 1 and any(iv in attach for iv in chosen[:-1]):
         chosen = chosen[:1]
     if len(chosen) > 1 and chosen[-1] in attach:

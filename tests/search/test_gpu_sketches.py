@@ -49,9 +49,9 @@ def test_stages_with_reuse_get_the_gpu_multi_level_tiling() -> None:
     (dense,) = names("dense_relu")  # the reduction accumulates in registers under the relu
     assert "gpu_tile T_dense SSSRRSRS@T_relu" in dense and "cache_write" not in dense
     assert [n for n in names("softmax") if "gpu_tile" in n] == []
-    # the cpu keeps its own rules
-    assert any("parallel" in step[0] for step in
-               _programs(WORKLOADS["matmul"], "cpu", 1)[0].steps.to_json())
+    # the cpu keeps its own rules (a workload this small may also run serially)
+    assert any("parallel" in step[0] for cand in _programs(WORKLOADS["matmul"], "cpu", 8)
+               for step in cand.steps.to_json())
 
 
 def test_a_tiled_program_binds_blocks_virtual_threads_and_threads_and_stages_inputs() -> None:

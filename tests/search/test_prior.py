@@ -16,6 +16,7 @@ from search.prior import MAX_VECTORS, OPERAND_REGISTERS, RegisterTiles
 from search.rules import generate_sketches
 from search.sketch import decision_space, instantiate, sampler
 
+
 def _packed_conv() -> Workload:
     data = te.placeholder((1, 2, 10, 10, 16), "float32", name="data")
     kernel = te.placeholder((4, 2, 3, 3, 16, 16), "float32", name="kernel")

@@ -372,3 +372,38 @@ def test_padding_and_concatenation_are_not_branches_to_unroll():
     for out in (ops.pad(x, (0, 0, 1, 1), (0, 0, 1, 1)), ops.concatenate([x, y], axis=1)):
         s = te.create_schedule([out])
         assert analysis.branch_axes(s[out], s) == {}
+
+
+def _packed_max_pool() -> Workload:
+    data = te.placeholder((1, 4, 12, 12, 16), "float32", name="data")
+    return Workload.from_tensors([ops.max_pool2d(data, 3, 2, 1)])
+
+
+def test_a_pooling_window_runs_outside_the_vector_lanes():
+    """The window loops of a packed max pool run just outside its channel lanes, so a vector
+    of outputs is reduced at once; a softmax's row maximum (which reads along the row, not
+    the lanes) keeps its order."""
+    task = SearchTask(_packed_max_pool(), "cpu")
+    for sketch in generate_sketches(task):
+        s, _ = instantiate(task, sketch, sampler({"location:pad": "inline"}, {},
+                                                 random.Random(0)))
+        stage = s["pool_max"]
+        names = [iv.name for iv in stage.leaf_iter_vars]
+        assert names[-3:] == ["ry", "rx", "ax4"], names
+        assert ["vectorize", "pool_max", "ax4"] in s.steps
+    _check_every_sketch(task)
+    task = SearchTask(Workload.op("softmax", M=4, N=32), "cpu")
+    for sketch in generate_sketches(task):
+        s, _ = instantiate(task, sketch, sampler({}, {}, random.Random(0)))
+        assert not any(step[0] == "reorder" and step[1].endswith("max") for step in s.steps)
+
+
+def test_a_parallel_loop_counts_loops_of_more_than_one_iteration():
+    """Batch 1: "one parallel loop" fuses the batch loop with the next, never runs the
+    single batch iteration in parallel."""
+    task = SearchTask(_packed_max_pool(), "cpu")
+    for sketch in generate_sketches(task):
+        s, _ = instantiate(task, sketch, sampler({"parallel:pool_max": 1}, {},
+                                                 random.Random(0)))
+        (step,) = [st for st in s.steps if st[0] == "parallel"]
+        assert step[2] == "ax0.ax1.fused", s.steps
