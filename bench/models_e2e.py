@@ -11,11 +11,14 @@ are used (an empty or missing database: the tuned column equals the untuned one)
 Model jobs time candidates with the caches flushed before each call
 (``tuner.spec.MODEL_MEASURE``); ``--warm`` tunes with repeated calls on warm caches instead
 (``tuner.spec.TUNING_MEASURE``, the default of model jobs before 2026-11-25), to compare.
+The tuned model, onnxruntime and PyTorch are timed in ``--rounds`` interleaved rounds (each
+latency: the median of the rounds' medians; the ratio to onnxruntime's range over the
+rounds is printed too), so a machine whose speed drifts slows them alike.
 A model's tasks share one cost model and their best programs while tuned
 (``JobSpec.share_across_tasks``); ``--isolated-tasks`` tunes each alone, to compare.
 
     .venv/bin/python bench/models_e2e.py --db sqlite:///bench-models.db [--tune 2000]
-        [--models resnet18,mobilenet_v2,bert_layer] [--json out.json] [--warm]
+        [--models resnet18,mobilenet_v2,bert_layer] [--json out.json] [--warm] [--rounds 5]
         [--disable-pass ConvertWinograd] [--isolated-tasks]
 
 Run it with nothing else on the machine: timings (and tuning) are spoiled by other work.
@@ -55,6 +58,18 @@ def median_latency(fn: Callable[[], Any], repeat: int, budget_s: float = 20.0) -
         times.append(time.perf_counter() - start)
         spent += times[-1]
     return statistics.median(times)
+
+
+def interleaved(contenders: dict[str, Callable[[], Any]], rounds: int, repeat: int,
+                budget_s: float = 4.0) -> dict[str, list[float]]:
+    """Each contender's median latency in each of ``rounds`` rounds, the contenders taking
+    turns within a round: a machine that drifts (this VM's speed moves 5-30% over minutes)
+    slows all of them alike instead of whichever happened to run then."""
+    times: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(rounds):
+        for name, fn in contenders.items():
+            times[name].append(median_latency(fn, repeat, budget_s))
+    return times
 
 
 def torch_model(name: str) -> tuple[Any, Any]:
@@ -108,7 +123,8 @@ def relative_error(got: np.ndarray, want: np.ndarray) -> float:
 
 
 def bench_model(name: str, db: str, tune_trials: int, repeat: int, workdir: Path,
-                warm: bool = False, isolated: bool = False) -> dict[str, Any]:
+                warm: bool = False, isolated: bool = False, rounds: int = 5
+                ) -> dict[str, Any]:
     import onnxruntime as ort
     import torch
 
@@ -123,14 +139,14 @@ def bench_model(name: str, db: str, tune_trials: int, repeat: int, workdir: Path
     feed = {session.get_inputs()[0].name: x}
     want = session.run(None, feed)[0]
     row: dict[str, Any] = {"model": name}
-    row["onnxruntime_s"] = median_latency(lambda: session.run(None, feed), repeat)
-
+    contenders: dict[str, Callable[[], Any]] = {
+        "onnxruntime": lambda: session.run(None, feed),
+        "torch_eager": lambda: model(example)}
     with torch.no_grad():
-        row["torch_eager_s"] = median_latency(lambda: model(example), repeat)
         try:
             compiled = torch.compile(model)
             compiled(example)
-            row["torch_compile_s"] = median_latency(lambda: compiled(example), repeat)
+            contenders["torch_compile"] = lambda: compiled(example)
         except Exception as exc:  # no C++ toolchain for inductor, ...: report, go on
             row["torch_compile_s"] = None
             row["torch_compile_error"] = f"{type(exc).__name__}: {str(exc)[:200]}"
@@ -157,7 +173,14 @@ def bench_model(name: str, db: str, tune_trials: int, repeat: int, workdir: Path
     tuned = tuner.compile(str(path), "cpu", db)
     row["tuned_share"] = tuned.tuned_share()
     row["tuned_error"] = relative_error(tuned(x), want)
-    row["tuned_s"] = median_latency(lambda: tuned(x), repeat)
+    contenders["tuned"] = lambda: tuned(x)
+    with torch.no_grad():
+        rounds_s = interleaved(contenders, rounds, repeat)
+    for contender, times in rounds_s.items():
+        row[f"{contender}_s"] = statistics.median(times)
+    row["rounds_s"] = rounds_s
+    ratios = [o / t for o, t in zip(rounds_s["onnxruntime"], rounds_s["tuned"], strict=True)]
+    row["tuned_vs_ort_range"] = (min(ratios), max(ratios))
     row["time_split"] = time_split(tuned, x, repeat)
     row["activation_bytes"] = {"unshared": tuned.memory.bytes_unshared,
                                "planned": tuned.memory.bytes_planned}
@@ -177,6 +200,9 @@ def report(rows: list[dict[str, Any]]) -> str:
             f"{ms(r['torch_compile_s']):>14}  {r['onnxruntime_s'] / r['tuned_s']:8.2f}x  "
             f"{r['torch_eager_s'] / r['tuned_s']:10.2f}x  {r['tuned_share']:10.0%}  "
             f"{max(r['untuned_error'], r['tuned_error']):.1e}")
+        low, high = r["tuned_vs_ort_range"]
+        lines.append(f"{'':13} tuned/ort per round: {low:.2f}x to {high:.2f}x over "
+                     f"{len(r['rounds_s']['tuned'])} interleaved rounds")
         if "tuning_wall_s" in r:
             lines.append(f"{'':13} tuned with {r['tuning_trials']} trials over {r['tasks']} "
                          f"tasks in {r['tuning_wall_s'] / 60:.1f} min; estimate "
@@ -187,8 +213,9 @@ def report(rows: list[dict[str, Any]]) -> str:
                      f"-> {memory['planned'] / 2**20:.1f} MiB with the memory plan")
         if r.get("torch_compile_error"):
             lines.append(f"{'':13} torch.compile: {r['torch_compile_error']}")
-    lines.append("(x > 1: tensortune tuned is faster; each latency is the median of "
-                 "repeated runs after warm-up, batch 1, 2 threads)")
+    lines.append("(x > 1: tensortune tuned is faster; untuned: the median of repeated runs "
+                 "after warm-up; the others: the median over interleaved rounds of each "
+                 "round's median; batch 1, 2 threads)")
     return "\n".join(lines)
 
 
@@ -199,7 +226,11 @@ def main() -> int:
     parser.add_argument("--tune", type=int, default=0, metavar="TRIALS",
                         help="tune each model with this many trials first")
     parser.add_argument("--models", default=",".join(MODELS))
-    parser.add_argument("--repeat", type=int, default=30)
+    parser.add_argument("--repeat", type=int, default=30,
+                        help="calls per contender per round (fewer past 4 s)")
+    parser.add_argument("--rounds", type=int, default=5,
+                        help="interleaved timing rounds of the tuned model, onnxruntime and "
+                             "PyTorch")
     parser.add_argument("--json", metavar="FILE", help="also write the rows as JSON")
     parser.add_argument("--warm", action="store_true",
                         help="tune with repeated calls on warm caches (not flushed)")
@@ -222,7 +253,7 @@ def main() -> int:
                 parser.error(f"unknown model {name!r}; one of {', '.join(MODELS)}")
             with PassContext(disabled_pass=args.disable_pass):
                 rows.append(bench_model(name, args.db, args.tune, args.repeat, Path(tmp),
-                                        args.warm, args.isolated_tasks))
+                                        args.warm, args.isolated_tasks, args.rounds))
             print(report(rows[-1:]), flush=True)
     print()
     print(report(rows))

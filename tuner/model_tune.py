@@ -60,8 +60,8 @@ def budget_warning(spec: JobSpec) -> str | None:
     if spec.trials >= tasks * spec.batch_size:
         return None
     return (f"{spec.trials} trials cannot give each of the {tasks} tasks a first batch of "
-            f"{spec.batch_size}: some tasks stay untuned; raise --trials to at least "
-            f"{tasks * spec.batch_size} or lower --batch-size")
+            f"{spec.batch_size}: the tasks of least weight x roofline time stay untuned; "
+            f"raise --trials to at least {tasks * spec.batch_size} or lower --batch-size")
 
 
 def tune_model(model: Any, target: Any = "cpu", trials: int = 64, *,

@@ -51,7 +51,7 @@ from workers import (
 
 from .callbacks import MeasureCallback, default_callbacks
 from .progress import TaskProgress, TimeSplit, TuneResult, estimated_latency
-from .scheduler import TaskScheduler
+from .scheduler import TaskScheduler, roofline_seconds
 from .spec import JobSpec
 from .trial import Trial, is_disturbed, is_reconfirmation, past_measurement
 
@@ -370,7 +370,8 @@ class JobRunner:
 
     def _loop(self, wall: float) -> None:
         spec = self.spec
-        scheduler = TaskScheduler([t.weight for t in self.tasks], spec.scheduler, seed=spec.seed)
+        scheduler = TaskScheduler([t.weight for t in self.tasks], spec.scheduler, seed=spec.seed,
+                                  costs=[roofline_seconds(t.workload) for t in self.tasks])
         for n, task in enumerate(self.tasks):
             if task.trials:
                 scheduler.record(n, task.trials, task.best_cost)

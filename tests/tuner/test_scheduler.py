@@ -67,3 +67,26 @@ def test_each_choice_says_why() -> None:
     failing.record(0, 4, math.inf)  # no valid program: a stand-in value, not shown
     assert failing.expected_gain(0) == 1.0 and failing.expected_gains() == [None]
     assert failing.next_task() == 0 and failing.reason.startswith("no valid program yet")
+
+
+def test_first_batches_go_to_the_largest_weight_times_cost_first():
+    # task 2 runs once but costs 10x; task 0 runs 3 times at 1x; task 1 once at 1x
+    sched = TaskScheduler([3.0, 1.0, 1.0], "gradient", eps=0.0, costs=[1e-4, 1e-4, 1e-3])
+    order = []
+    for _ in range(3):
+        order.append(sched.next_task())
+        sched.record(order[-1], 8, 1e-3)
+    assert order == [2, 0, 1]
+
+
+def test_roofline_time_counts_the_bytes_of_a_matrix_vector_product():
+    from schedule import Workload
+    from tuner.scheduler import NOMINAL_BYTES_PER_S, NOMINAL_FLOPS, roofline_seconds
+
+    gemv = Workload.op("matmul", M=1, N=1000, K=1280)
+    gemm = Workload.op("matmul", M=256, N=256, K=256)
+    weight_bytes = 1000 * 1280 * 4
+    assert roofline_seconds(gemv) >= weight_bytes / NOMINAL_BYTES_PER_S
+    assert roofline_seconds(gemm) == pytest.approx(2 * 256**3 / NOMINAL_FLOPS)
+    # the GEMV has 13x fewer FLOPs than the GEMM yet the longer lower bound
+    assert gemv.flops * 13 < gemm.flops and roofline_seconds(gemv) > roofline_seconds(gemm)
