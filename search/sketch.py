@@ -366,7 +366,7 @@ def _parallel(task: SearchTask, s: te.Schedule, stage: te.Stage, decide: Decide)
         if iv.is_reduce or iv in stage.annotations:
             break
         leading.append(iv)
-        if iv in attach:
+        if iv in attach and iv.extent > 1:
             break
     # a loop of one iteration (a batch of 1) is fused along but not counted
     ends = [n + 1 for n, iv in enumerate(leading) if iv.extent > 1]
@@ -378,10 +378,16 @@ def _parallel(task: SearchTask, s: te.Schedule, stage: te.Stage, decide: Decide)
     if count == 0:
         return
     chosen = leading[:ends[count - 1]]
-    if len(chosen) > 1 and any(iv in attach for iv in chosen[:-1]):
-        chosen = chosen[:1]
-    if len(chosen) > 1 and chosen[-1] in attach:
-        chosen = chosen[:-1]
+    if len(chosen) > 1 and any(iv in attach for iv in chosen):
+        # a loop something is computed at cannot be fused: with only loops of one
+        # iteration outside (a batch of 1), the last loop alone runs in parallel (a layer
+        # norm's rows, each computing its own variance); else the loops before it
+        if all(iv.extent == 1 for iv in chosen[:-1]):
+            chosen = chosen[-1:]
+        elif any(iv in attach for iv in chosen[:-1]):
+            chosen = chosen[:1]
+        else:
+            chosen = chosen[:-1]
     loop = stage.fuse(*chosen) if len(chosen) > 1 else chosen[0]
     stage.parallel(loop)
 

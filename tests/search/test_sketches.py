@@ -407,3 +407,28 @@ def test_a_parallel_loop_counts_loops_of_more_than_one_iteration():
                                                  random.Random(0)))
         (step,) = [st for st in s.steps if st[0] == "parallel"]
         assert step[2] == "ax0.ax1.fused", s.steps
+
+
+def test_a_batch_of_one_runs_the_rows_in_parallel_around_a_per_row_reduction():
+    """BERT's layer norm, (1, 128, 768): with its variance computed per row (at the row
+    loop) the rows run in parallel, not the single batch iteration."""
+    x = te.placeholder((1, 128, 768), "float32", name="x")
+    gamma = te.placeholder((768,), "float32", name="gamma")
+    beta = te.placeholder((768,), "float32", name="beta")
+    wl = Workload.from_tensors([ops.layer_norm(x, gamma, beta)])
+    task = SearchTask(wl, "cpu")
+    inputs = wl.random_inputs(seed=0)
+    (expected,) = wl.reference(inputs)
+    found = 0
+    for sketch in generate_sketches(task):
+        for seed in range(8):
+            s, args = instantiate(task, sketch, sampler({"parallel:T_layer_norm": 1}, {},
+                                                        random.Random(seed)))
+            if ["compute_at", "T_layer_norm_varsum", "T_layer_norm", "ax1"] not in s.steps:
+                continue
+            found += 1
+            assert ["parallel", "T_layer_norm", "ax1"] in s.steps, s.steps
+            out = np.zeros(expected.shape, expected.dtype)
+            build(s, args)(*inputs, out)
+            np.testing.assert_allclose(out, expected, rtol=2e-4, atol=2e-4)
+    assert found
