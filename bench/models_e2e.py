@@ -241,6 +241,8 @@ def main() -> int:
                         help="compile without this optimisation pass (e.g. ConvertWinograd; "
                              "repeatable), to compare")
     args = parser.parse_args()
+    if args.rounds < 1 or args.repeat < 1:
+        parser.error("--rounds and --repeat take a whole number of at least 1")
     import torch
 
     from ir.transform import PassContext

@@ -22,7 +22,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
+from schedule import dtype as dt
 
 SCHEDULERS = ("gradient", "round-robin")
 # A nominal machine for ordering first batches (the ratio matters, not the figures): a few
@@ -35,8 +35,7 @@ def roofline_seconds(workload: Any) -> float:
     """A lower bound on a run of ``workload`` on the nominal machine: its FLOPs at the FMA
     rate or its arguments' bytes (inputs and outputs, each touched once) at the bandwidth,
     whichever takes longer."""
-    nbytes = sum(math.prod(t.shape) * np.dtype(t.dtype).itemsize
-                 for t in workload.tensors())
+    nbytes = sum(math.prod(t.shape) * dt.itemsize(t.dtype) for t in workload.tensors())
     return max(workload.flops / NOMINAL_FLOPS, nbytes / NOMINAL_BYTES_PER_S)
 
 
@@ -71,6 +70,9 @@ class TaskScheduler:
         self._rng = random.Random(seed)
         self._next = 0
         costs = costs if costs is not None else [1.0] * len(weights)
+        if len(costs) != len(weights) or not all(math.isfinite(c) and c >= 0 for c in costs):
+            raise ValueError(f"costs must be {len(weights)} finite non-negative numbers, one "
+                             f"per task; got {costs!r}")
         self._first_order = sorted(range(len(weights)),
                                    key=lambda n: -float(weights[n]) * costs[n])
         self.reason = ""

@@ -79,6 +79,12 @@ def test_first_batches_go_to_the_largest_weight_times_cost_first():
     assert order == [2, 0, 1]
 
 
+@pytest.mark.parametrize("costs", [[1.0], [1.0, math.nan], [1.0, -1.0]])
+def test_costs_must_be_one_finite_number_per_task(costs):
+    with pytest.raises(ValueError, match="one per task"):
+        TaskScheduler([1.0, 1.0], costs=costs)
+
+
 def test_roofline_time_counts_the_bytes_of_a_matrix_vector_product():
     from schedule import Workload
     from tuner.scheduler import NOMINAL_BYTES_PER_S, NOMINAL_FLOPS, roofline_seconds
