@@ -37,7 +37,6 @@ class RegisterTiles:
     """Draws register tiles for the sketches of one task (see the module docstring)."""
 
     def __init__(self, task: SearchTask):
-        self.task = task
         cpu = task.target.kind == "cpu"
         self.lanes = task.vector_lanes(4) if cpu else 1
         self.accumulators = (32 if self.lanes >= 16 else 16) - OPERAND_REGISTERS
