@@ -5,7 +5,6 @@ rules offer it on AVX-512 targets only."""
 
 from __future__ import annotations
 
-import platform
 import subprocess
 
 import numpy as np
@@ -16,8 +15,8 @@ from schedule.cpu_intrin import DOT_U8I8
 from schedule.ops import get_op
 from search.rules import generate_sketches
 from search.task import SearchTask
+from tests.cpu_support import X86, needs_avx512
 
-X86 = platform.machine().lower() in ("x86_64", "amd64")
 needs_x86 = pytest.mark.skipif(not X86, reason="x86 targets need an x86 host")
 
 
@@ -54,7 +53,7 @@ def run_exactly(wl: Workload, s: te.Schedule, args: list[te.Tensor], target: str
     return mod.source
 
 
-@needs_x86
+@needs_avx512
 @pytest.mark.parametrize("stride,padding,r", [(1, 1, 3), (2, 1, 3), (2, 0, 1)])
 def test_vnni_path_matches_numpy(stride: int, padding: int, r: int) -> None:
     source = check(conv(stride=stride, padding=padding, r=r), "cpu -isa=avx512 -cores=2")
@@ -62,7 +61,8 @@ def test_vnni_path_matches_numpy(stride: int, padding: int, r: int) -> None:
 
 
 @needs_x86
-@pytest.mark.parametrize("target", ["cpu -isa=avx512 -cores=2", "cpu -isa=avx2 -cores=2"])
+@pytest.mark.parametrize("target", [pytest.param("cpu -isa=avx512 -cores=2", marks=needs_avx512),
+                                    "cpu -isa=avx2 -cores=2"])
 def test_a_tensorized_dense_matches_numpy(target: str) -> None:
     wl = Workload.op("dense_blocked_int8", M=5, N=48, K=40)
     s, args = make_schedule(wl)

@@ -15,6 +15,7 @@ from search.policy import SearchParams, SketchPolicy
 from search.prior import MAX_VECTORS, OPERAND_REGISTERS, RegisterTiles
 from search.rules import generate_sketches
 from search.sketch import decision_space, instantiate, sampler
+from tests.cpu_support import needs_avx512
 
 
 def _packed_conv() -> Workload:
@@ -28,10 +29,12 @@ CASES = [Workload.op("dense", M=64, N=96, K=200, bias=True, activation="relu"),
          _packed_conv()]
 
 
+@pytest.mark.parametrize("isa,registers", [pytest.param("avx512", 32, marks=needs_avx512),
+                                           ("avx2", 16)])
 @pytest.mark.parametrize("workload", CASES, ids=["dense", "conv2d", "conv2d_nchwc"])
-def test_register_tiles_fill_the_registers_with_whole_vectors(workload):
-    task = SearchTask(workload, "cpu -isa=avx512 -cores=2")
-    lanes, registers = task.vector_lanes(4), 32
+def test_register_tiles_fill_the_registers_with_whole_vectors(workload, isa, registers):
+    task = SearchTask(workload, f"cpu -isa={isa} -cores=2")
+    lanes = task.vector_lanes(4)
     rng = random.Random(0)
     prior = RegisterTiles(task)
     inputs = workload.random_inputs(0)
