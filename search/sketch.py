@@ -287,7 +287,7 @@ def _annotate(task: SearchTask, s: te.Schedule, decide: Decide) -> None:
         if stage.attach == "inline":
             continue
         _unroll_branches(task, s, stage)
-        _window_outside_lanes(stage)
+        _window_outside_lanes(s, stage)
         if stage.attach == "root":
             _parallel(task, s, stage, decide)
         _vectorize(task, s, stage, decide)
@@ -302,14 +302,17 @@ def _annotate(task: SearchTask, s: te.Schedule, decide: Decide) -> None:
 MAX_WINDOW = 64
 
 
-def _window_outside_lanes(stage: te.Stage) -> None:
+def _window_outside_lanes(s: te.Schedule, stage: te.Stage) -> None:
     """A pooling reduces a small window per output: with the window loops innermost (as
     the stage is written) its output is computed one lane at a time; with them just
     outside the last spatial loop, which every read walks along, a vector of outputs is
-    reduced at once."""
+    reduced at once. A stage that something is computed at keeps its order: a softmax's
+    row maximum over per-row partial results (``rfactor`` at rows) has them computed at
+    its row loop, and moving the lanes' loop outside it recomputed them one lane at a time
+    (a strided scalar pass over the row per lane)."""
     axes, window = list(stage.op.axis), list(stage.op.reduce_axis)
     if not window or stage.relations or stage.annotations or not axes or \
-            list(stage.leaf_iter_vars) != axes + window or \
+            list(stage.leaf_iter_vars) != axes + window or _attach_points(s, stage) or \
             axes[-1].extent < 2 or math.prod(a.extent for a in window) > MAX_WINDOW:
         return  # (a loop order a rule chose, or too long a reduction to be a window)
     lanes = axes[-1].var
