@@ -193,8 +193,10 @@ def _rfactor(task: SearchTask, s: te.Schedule, op: SketchOp, decide: Decide) -> 
     stage = s[op.stage]
     reduce_axes = list(stage.op.reduce_axis)
     k = stage.fuse(*reduce_axes) if len(reduce_axes) > 1 else reduce_axes[0]
-    lanes = task.vector_lanes(4)
-    (factor,) = decide(f"rfactor:{stage.name}", TileDecision(k.extent, 1, max_innermost=lanes * 4))
+    lanes = task.vector_lanes(np.dtype(stage.op.output.dtype).itemsize)
+    # the partial results in whole vectors (where the extent has such factors)
+    (factor,) = decide(f"rfactor:{stage.name}", TileDecision(
+        k.extent, 1, max_innermost=lanes * 4, innermost_multiple=lanes))
     ko, ki = stage.split(k, factor=factor)
     blocked = op.at_rows and op.row_block and bool(stage.op.axis)
     if blocked:  # the lanes last in the partial results: one vector per row
@@ -402,7 +404,10 @@ def _vectorize(task: SearchTask, s: te.Schedule, stage: te.Stage, decide: Decide
     if inner.is_reduce or inner in stage.annotations or inner in _attach_points(s, stage):
         return
     if inner.extent > MAX_VECTOR_EXTENT:
-        width = decide(f"vector:{stage.name}", ChoiceDecision(VECTOR_SPLITS))
+        # whole vectors of the target's lanes (4 lanes on AVX2 leave half of each idle)
+        lanes = task.vector_lanes(np.dtype(stage.op.output.dtype).itemsize)
+        widths = tuple(w for w in VECTOR_SPLITS if w % lanes == 0) or VECTOR_SPLITS
+        width = decide(f"vector:{stage.name}", ChoiceDecision(widths))
         _, inner = stage.split(inner, factor=width)
     if inner.extent > 1:
         stage.vectorize(inner)
