@@ -17,9 +17,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
 from schedule import ScheduleError, expr, make_schedule, te
+from schedule import dtype as dt
 
 from . import analysis, gpu_sketch
 from .space import ChoiceDecision, Decision, TileDecision
@@ -193,7 +192,7 @@ def _rfactor(task: SearchTask, s: te.Schedule, op: SketchOp, decide: Decide) -> 
     stage = s[op.stage]
     reduce_axes = list(stage.op.reduce_axis)
     k = stage.fuse(*reduce_axes) if len(reduce_axes) > 1 else reduce_axes[0]
-    lanes = task.vector_lanes(np.dtype(stage.op.output.dtype).itemsize)
+    lanes = _stage_lanes(task, stage)
     # the partial results in whole vectors (where the extent has such factors)
     (factor,) = decide(f"rfactor:{stage.name}", TileDecision(
         k.extent, 1, max_innermost=lanes * 4, innermost_multiple=lanes))
@@ -280,6 +279,11 @@ _APPLY: dict[str, Callable[[SearchTask, te.Schedule, SketchOp, Decide], None]] =
 # ---------------------------------------------------------------------------- annotations
 
 
+def _stage_lanes(task: SearchTask, stage: te.Stage) -> int:
+    """The target's vector lanes for the stage's output dtype."""
+    return task.vector_lanes(dt.itemsize(stage.op.output.dtype))
+
+
 def _attach_points(s: te.Schedule, stage: te.Stage) -> set[te.IterVar]:
     return {st.attach_ivar for st in s.stages if st.attach == "at" and st.attach_stage is stage}
 
@@ -350,7 +354,7 @@ def _unroll_branches(task: SearchTask, s: te.Schedule, stage: te.Stage) -> None:
             o, i = stage.split(iv, factor=branches[pos])
             outer.append(o)
             copies.append(i)
-    lanes = task.vector_lanes(np.dtype(stage.op.output.dtype).itemsize)
+    lanes = _stage_lanes(task, stage)
     if last.extent > lanes and last.extent % lanes == 0:
         o, last = stage.split(last, factor=lanes)
         outer.append(o)
@@ -405,7 +409,7 @@ def _vectorize(task: SearchTask, s: te.Schedule, stage: te.Stage, decide: Decide
         return
     if inner.extent > MAX_VECTOR_EXTENT:
         # whole vectors of the target's lanes (4 lanes on AVX2 leave half of each idle)
-        lanes = task.vector_lanes(np.dtype(stage.op.output.dtype).itemsize)
+        lanes = _stage_lanes(task, stage)
         widths = tuple(w for w in VECTOR_SPLITS if w % lanes == 0) or VECTOR_SPLITS
         width = decide(f"vector:{stage.name}", ChoiceDecision(widths))
         _, inner = stage.split(inner, factor=width)

@@ -7,16 +7,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from schedule import Workload, build, host_cpu_target, ops, te
+from schedule import Workload, build, ops, te
 from schedule.codegen_c import generate_c
 from schedule.expr import Compare, Const, Select, Var
 from schedule.loop_ir import Buffer, For, Store
 from schedule.lower import lower
 from schedule.partition import MAX_PIECES, partition_loop
 from schedule.vectorize import shuffle_plan
-
-#: the host's float32 lanes: wider vectors are computed in pieces of this width
-LANES = host_cpu_target().vector_bits // 32
+from tests.cpu_support import LANES
 
 RNG = np.random.default_rng(7)
 

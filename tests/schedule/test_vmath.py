@@ -9,10 +9,8 @@ import numpy as np
 import pytest
 from scipy import special
 
-from schedule import build, host_cpu_target, te, vmath
-
-#: the host's float32 lanes: wider vectors are computed in pieces of this width
-LANES = host_cpu_target().vector_bits // 32
+from schedule import build, te, vmath
+from tests.cpu_support import LANES
 
 N = 1 << 18
 SPECIALS = np.array([0.0, -0.0, np.inf, -np.inf, np.nan, 1.0, -1.0, 0.5, 2.0,
