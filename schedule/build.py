@@ -269,7 +269,7 @@ def kernel_source(s: Schedule, args: Sequence[Tensor], target: str | Target = "c
         raise ValueError(f"build: target {target} has no code generation yet (cpu only)")
     func = lower(s, args, name=name)
     source = generate_c(func, target.vector_bits // 8, target.cores,
-                        x86_vnni=target.isa == "avx512")
+                        x86_vnni=target.isa == "avx512", masked_tails=target.masked_vectors)
     signature = KernelSignature(entry_name(func), tuple(
         ArgSpec(buf.name, buf.shape, buf.dtype, not s[t].is_placeholder)
         for buf, t in zip(func.args, args, strict=True)))

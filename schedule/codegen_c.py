@@ -136,12 +136,13 @@ class CCodegen(SourcePrinter):
     lines at the current ``indent``."""
 
     def __init__(self, func: LoweredFunc, vector_bytes: int, threads: int,
-                 x86_vnni: bool = False):
+                 x86_vnni: bool = False, masked_tails: bool = False):
         super().__init__(_RESERVED)
         self.func = func
         self.vector_bytes = vector_bytes
         self.threads = threads
         self.x86_vnni = x86_vnni
+        self.masked_tails = masked_tails
         self.uses_dot = False
         self.types: dict[str, str] = {}  # vector dtype -> typedef line
         self.helpers: dict[str, str] = {}
@@ -179,10 +180,16 @@ class CCodegen(SourcePrinter):
             vt = self.vtype(e.dtype)
             if e.buffer in self.promoted:
                 return self._reg(e.buffer, int(e.base.value))
-            helper = f"tt_load_{vt.removeprefix('tt_')}"
-            self.helpers.setdefault(helper, (
-                f"static inline {vt} {helper}(const void* p) "
-                f"{{ return *(const {vt}_mem*)p; }}"))
+            if e.active < e.lanes:
+                helper = f"tt_load_{vt.removeprefix('tt_')}_first{e.active}"
+                self.helpers.setdefault(helper, (
+                    f"static inline {vt} {helper}(const void* p) "
+                    f"{{ return {self._masked_load(vt, e.dtype, e.active, 'p')}; }}"))
+            else:
+                helper = f"tt_load_{vt.removeprefix('tt_')}"
+                self.helpers.setdefault(helper, (
+                    f"static inline {vt} {helper}(const void* p) "
+                    f"{{ return *(const {vt}_mem*)p; }}"))
             return f"{helper}(&{self.buf_name(e.buffer)}[{self.expr(e.base)}])"
         if isinstance(e, StridedLoad):
             return f"{self._strided_helper(e)}(&{self.buf_name(e.buffer)}[{self.expr(e.base)}])"
@@ -224,14 +231,25 @@ class CCodegen(SourcePrinter):
 
     def _strided_helper(self, e: StridedLoad) -> str:
         """A function reading ``e``'s lanes from a pointer to its first element: whole
-        vectors over the span, combined by two-vector shuffles (``shuffle_plan``)."""
+        vectors over the span, combined by two-vector shuffles (``shuffle_plan``); with
+        masked-off lanes, each vector load is masked to the span of the active ones."""
         vt = self.vtype(e.dtype)
-        helper = f"tt_load_{vt.removeprefix('tt_')}_stride{e.stride}"
+        masked = f"_first{e.active}" if e.active < e.lanes else ""
+        helper = f"tt_load_{vt.removeprefix('tt_')}_stride{e.stride}{masked}"
         if helper not in self.helpers:
             offsets, steps = shuffle_plan(e.lanes, e.stride)
             size = dt.itemsize(e.buffer.dtype)
-            loads = " ".join(f"{vt} v{j} = *(const {vt}_mem*)(p + {offset * size});"
-                             for j, offset in enumerate(offsets))
+            span = (e.active - 1) * e.stride + 1  # elements from the first to the last read
+
+            def load(offset: int) -> str:
+                address = f"p + {offset * size}"
+                if span - offset >= e.lanes:
+                    return f"*(const {vt}_mem*)({address})"
+                if span <= offset:
+                    return f"({vt}){{0}}"
+                return self._masked_load(vt, e.dtype, span - offset, address)
+
+            loads = " ".join(f"{vt} v{j} = {load(offset)};" for j, offset in enumerate(offsets))
             combine = " ".join(
                 f"r = __builtin_shufflevector({'v0' if j == 1 else 'r'}, v{j}, "
                 f"{', '.join(map(str, indices))});" for j, indices in enumerate(steps, start=1))
@@ -239,6 +257,14 @@ class CCodegen(SourcePrinter):
                                     f"const char* p = (const char*)q; {loads} {vt} r; "
                                     f"{combine} return r; }}")
         return helper
+
+    def _masked_load(self, vt: str, dtype: str, active: int, address: str) -> str:
+        """An AVX-512 load of the first ``active`` lanes of a ``dtype`` vector, the others
+        zero (nothing past them is read, so it may end where a buffer does)."""
+        self.helpers.setdefault("immintrin", "#include <immintrin.h>")
+        prefix, element_bits = _masked_intrinsic(dtype)
+        return (f"({vt}){prefix}_maskz_loadu_epi{element_bits}("
+                f"{(1 << active) - 1}ULL, {address})")
 
     def _binary(self, e: Binary, lanes: int) -> str:
         base = split_vector_dtype(e.dtype)[0]
@@ -378,6 +404,14 @@ class CCodegen(SourcePrinter):
             self.emit(f"{self._reg(s.buffer, int(s.base.value))} = {self.expr(s.value)};")
             return
         vt = self.vtype(s.value.dtype)
+        if s.active < s.lanes:  # the masked-off lanes are past the loop's end: not written
+            self.helpers.setdefault("immintrin", "#include <immintrin.h>")
+            prefix, element_bits = _masked_intrinsic(s.value.dtype)
+            self.emit(f"{prefix}_mask_storeu_epi{element_bits}("
+                      f"&{self.buf_name(s.buffer)}[{self.expr(s.base)}], "
+                      f"{(1 << s.active) - 1}ULL, ({prefix.replace('_mm', '__m')}i)"
+                      f"({self.expr(s.value)}));")
+            return
         self.emit(f"*({vt}_mem*)&{self.buf_name(s.buffer)}[{self.expr(s.base)}] = "
                   f"{self.expr(s.value)};")
 
@@ -439,7 +473,8 @@ class CCodegen(SourcePrinter):
 
     # ------------------------------------------------------------------ function
     def generate(self) -> str:
-        body = vectorize(lower_dot_products(flatten(self.func.body)), self.vector_bytes)
+        body = vectorize(lower_dot_products(flatten(self.func.body)), self.vector_bytes,
+                         self.masked_tails)
         body = hoist_accumulators(body, in_registers=promote_registers(body))
         self.promoted = promote_registers(body)
         params = []
@@ -467,6 +502,15 @@ class CCodegen(SourcePrinter):
             f"{signature} {{", "  __builtin_cpu_init();",
             f"  return __builtin_cpu_supports(\"avx512vnni\") ? {name}_vnni({args}) "
             f": {name}_plain({args});", "}", "", timer])
+
+
+def _masked_intrinsic(dtype: str) -> tuple[str, int]:
+    """The AVX-512 intrinsics' prefix (``_mm512``, ``_mm256``, ``_mm``) and element width
+    for masked loads and stores of a vector dtype (``vectorize`` masks only these sizes)."""
+    base, lanes = split_vector_dtype(dtype)
+    element_bits = dt.itemsize(base if base != "bool" else "int32") * 8
+    prefix = {128: "_mm", 256: "_mm256", 512: "_mm512"}[element_bits * lanes]
+    return prefix, element_bits
 
 
 def _nonnegative(e: Expr) -> bool:
@@ -508,11 +552,13 @@ def entry_name(func: LoweredFunc) -> str:
 
 
 def generate_c(func: LoweredFunc, vector_bytes: int, threads: int,
-               x86_vnni: bool = False) -> str:
+               x86_vnni: bool = False, masked_tails: bool = False) -> str:
     """C source of a lowered function. The entry point ``entry_name(func)`` takes the argument
     arrays and returns 0, or -1 when a heap buffer could not be allocated; ``<entry>_time``
     takes the same arrays and then (number, repeat, min_repeat_ms, flush_bytes, results).
 
     ``x86_vnni`` (for AVX-512 targets): 8-bit dot products use ``vpdpbusd`` on a CPU that
-    has AVX-512 VNNI (checked at each call), plain vector C on one that does not."""
-    return CCodegen(func, vector_bytes, threads, x86_vnni).generate()
+    has AVX-512 VNNI (checked at each call), plain vector C on one that does not.
+    ``masked_tails`` (AVX-512 targets): a vector loop's last lanes are one masked vector
+    rather than several narrower ones (``vectorize``)."""
+    return CCodegen(func, vector_bytes, threads, x86_vnni, masked_tails).generate()

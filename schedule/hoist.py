@@ -38,7 +38,7 @@ from .vectorize import StridedLoad, VLoad
 #: Most slots hoisted out of one loop (about the vector registers of the widest target).
 MAX_SLOTS = 32
 
-Slot = tuple[int, int]  # (constant offset, lanes)
+Slot = tuple[int, int, int]  # (constant offset, lanes, lanes accessed: fewer if masked)
 
 
 def hoist_accumulators(s: Stmt, in_registers: Collection[Buffer] = ()) -> Stmt:
@@ -101,17 +101,17 @@ def _plan(loop: For, buf: Buffer) -> tuple[Expr, list[Slot]] | None:
     accesses, bound = uses.accesses, uses.bound
     base: Expr | None = None
     slots: set[Slot] = set()
-    for index, lanes in accesses:
+    for index, lanes, active in accesses:
         b, offset = _split_offset(index)
         if free_vars(b) & bound or (base is not None and b.key() != base.key()):
             return None
         base = b
-        slots.add((offset, lanes))
+        slots.add((offset, lanes, active))
     ordered = sorted(slots)
     if len(ordered) > MAX_SLOTS:
         return None
-    for (o1, l1), (o2, _) in itertools.pairwise(ordered):
-        if o2 < o1 + l1:  # overlapping slots that are not the same slot
+    for (o1, _, a1), (o2, _, _) in itertools.pairwise(ordered):
+        if o2 < o1 + a1:  # overlapping slots that are not the same slot
             return None
     assert base is not None
     return base, ordered
@@ -123,7 +123,7 @@ class _Accesses(StmtVisitor):
 
     def __init__(self, buf: Buffer):
         self.buf = buf
-        self.accesses: list[tuple[Expr, int]] = []
+        self.accesses: list[tuple[Expr, int, int]] = []  # (index, lanes, active)
         self.bound: set[Var] = set()
         self.stores = 0
         self.guarded = False
@@ -131,11 +131,11 @@ class _Accesses(StmtVisitor):
     def visit_expr(self, e: Expr) -> None:
         for n in walk(e):
             if isinstance(n, VLoad) and n.buffer is self.buf:
-                self.accesses.append((n.base, n.lanes))
+                self.accesses.append((n.base, n.lanes, n.active))
             elif isinstance(n, StridedLoad) and n.buffer is self.buf:
                 raise _NotHoistable
             elif isinstance(n, Load) and n.source is self.buf:
-                self.accesses.append((n.indices[0], 1))
+                self.accesses.append((n.indices[0], 1, 1))
             else:
                 continue
             if self.guarded:
@@ -155,19 +155,20 @@ class _Accesses(StmtVisitor):
             self.visit(s.else_body)
         self.guarded = outer
 
-    def _store(self, buffer: Buffer, index: Expr, lanes: int, value: Expr) -> None:
+    def _store(self, buffer: Buffer, index: Expr, lanes: int, active: int,
+               value: Expr) -> None:
         if buffer is self.buf:
             if self.guarded:
                 raise _NotHoistable
             self.stores += 1
-            self.accesses.append((index, lanes))
+            self.accesses.append((index, lanes, active))
         self.visit_expr(value)
 
     def visit_store(self, s: Store) -> None:
-        self._store(s.buffer, s.indices[0], 1, s.value)
+        self._store(s.buffer, s.indices[0], 1, 1, s.value)
 
     def visit_vstore(self, s: VStore) -> None:
-        self._store(s.buffer, s.base, s.lanes, s.value)
+        self._store(s.buffer, s.base, s.lanes, s.active, s.value)
 
 
 # ---------------------------------------------------------------------------- rewrite
@@ -175,7 +176,8 @@ class _Accesses(StmtVisitor):
 
 def _hoist(region: Stmt, buf: Buffer, base: Expr, slots: list[Slot]) -> Stmt:
     """``region`` with its accesses to ``buf`` at ``slots`` read into one-slot buffers
-    before it and written back after it."""
+    before it and written back after it (a masked slot's lanes past its end are computed
+    in the register and never written back)."""
     regs = {slot: Buffer(f"{buf.name}_acc{i}", (slot[1],), buf.dtype, "local")
             for i, slot in enumerate(slots)}
     zero = Const(0, base.dtype)
@@ -183,8 +185,8 @@ def _hoist(region: Stmt, buf: Buffer, base: Expr, slots: list[Slot]) -> Stmt:
     def address(slot: Slot) -> Expr:
         return arith.simplify(base + slot[0])
 
-    def slot_of(index: Expr, lanes: int) -> Buffer:
-        return regs[(_split_offset(index)[1], lanes)]
+    def slot_of(index: Expr, lanes: int, active: int) -> Buffer:
+        return regs[(_split_offset(index)[1], lanes, active)]
 
     class Rewrite(StmtMutator):
         """Accesses to ``buf`` go to the slot buffers."""
@@ -192,34 +194,34 @@ def _hoist(region: Stmt, buf: Buffer, base: Expr, slots: list[Slot]) -> Stmt:
         def visit_expr(self, e: Expr) -> Expr:
             def fn(n: Expr) -> Expr | None:
                 if isinstance(n, VLoad) and n.buffer is buf:
-                    return VLoad(slot_of(n.base, n.lanes), zero, n.lanes)
+                    return VLoad(slot_of(n.base, n.lanes, n.active), zero, n.lanes)
                 if isinstance(n, Load) and n.source is buf:
-                    return Load(slot_of(n.indices[0], 1), (zero,), n.dtype)
+                    return Load(slot_of(n.indices[0], 1, 1), (zero,), n.dtype)
                 return None
             return transform(e, fn)
 
         def visit_store(self, st: Store) -> Stmt:
-            target = slot_of(st.indices[0], 1) if st.buffer is buf else st.buffer
+            target = slot_of(st.indices[0], 1, 1) if st.buffer is buf else st.buffer
             index = (zero,) if st.buffer is buf else st.indices
             return Store(target, index, self.visit_expr(st.value))
 
         def visit_vstore(self, st: VStore) -> Stmt:
             if st.buffer is buf:
-                return VStore(slot_of(st.base, st.lanes), zero, self.visit_expr(st.value),
-                              st.lanes)
-            return VStore(st.buffer, st.base, self.visit_expr(st.value), st.lanes)
+                return VStore(slot_of(st.base, st.lanes, st.active), zero,
+                              self.visit_expr(st.value), st.lanes)
+            return VStore(st.buffer, st.base, self.visit_expr(st.value), st.lanes, st.active)
 
     def read(slot: Slot) -> Stmt:
-        offset, lanes = slot
+        _, lanes, active = slot
         if lanes == 1:
             return Store(regs[slot], (zero,), Load(buf, (address(slot),), buf.dtype))
-        return VStore(regs[slot], zero, VLoad(buf, address(slot), lanes), lanes)
+        return VStore(regs[slot], zero, VLoad(buf, address(slot), lanes, active), lanes)
 
     def write(slot: Slot) -> Stmt:
-        offset, lanes = slot
+        _, lanes, active = slot
         if lanes == 1:
             return Store(buf, (address(slot),), Load(regs[slot], (zero,), buf.dtype))
-        return VStore(buf, address(slot), VLoad(regs[slot], zero, lanes), lanes)
+        return VStore(buf, address(slot), VLoad(regs[slot], zero, lanes), lanes, active)
 
     out: Stmt = seq(*(read(slot) for slot in slots), Rewrite().visit(region),
                     *(write(slot) for slot in slots))

@@ -117,13 +117,17 @@ class Store(Stmt):
 
 
 class VStore(Stmt):
-    """``lanes`` consecutive elements of ``buffer`` from flat index ``base`` (vectorization)."""
+    """``lanes`` consecutive elements of ``buffer`` from flat index ``base`` (vectorization);
+    with ``active`` below ``lanes``, only the first ``active`` lanes are written (a masked
+    store: the vector's other lanes are past the loop's end)."""
 
-    __slots__ = ("base", "buffer", "lanes", "value")
+    __slots__ = ("active", "base", "buffer", "lanes", "value")
     visit_method = "visit_vstore"
 
-    def __init__(self, buffer: Buffer, base: Expr, value: Expr, lanes: int):
+    def __init__(self, buffer: Buffer, base: Expr, value: Expr, lanes: int,
+                 active: int | None = None):
         self.buffer, self.base, self.value, self.lanes = buffer, base, value, lanes
+        self.active = lanes if active is None else active
 
 
 class IfThenElse(Stmt):
@@ -233,7 +237,7 @@ class StmtMutator:
         base, value = self.visit_expr(s.base), self.visit_expr(s.value)
         if base is s.base and value is s.value:
             return s
-        return VStore(s.buffer, base, value, s.lanes)
+        return VStore(s.buffer, base, value, s.lanes, s.active)
 
     def visit_if(self, s: IfThenElse) -> Stmt | None:
         return IfThenElse(self.visit_expr(s.cond), self.visit(s.then_body),

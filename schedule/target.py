@@ -510,6 +510,13 @@ class Target:
         return max(1, self.vector_bits // 8 // dtype_bytes)
 
     @property
+    def masked_vectors(self) -> bool:
+        """Whether vector loads and stores can leave lanes out (AVX-512's mask registers):
+        a loop's last lanes then take one masked vector, not several narrower ones."""
+        self._need("cpu", "masked_vectors")
+        return self.isa == "avx512"
+
+    @property
     def l1d_bytes(self) -> int:
         """L1 data cache size per core in bytes (detected, else 32 KiB)."""
         self._need("cpu", "l1d_bytes")

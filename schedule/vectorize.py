@@ -17,6 +17,7 @@ constant index (after unrolling) into named scalar or vector variables.
 from __future__ import annotations
 
 import functools
+from typing import NamedTuple
 
 from . import arith
 from . import dtype as dt
@@ -54,48 +55,55 @@ from .partition import partition_loop
 
 
 class VLoad(Expr):
-    """``lanes`` consecutive elements of ``buffer`` starting at flat index ``base``."""
+    """``lanes`` consecutive elements of ``buffer`` starting at flat index ``base``; with
+    ``active`` below ``lanes``, only the first ``active`` are read and the others are zero
+    (a masked load at a loop's end)."""
 
-    __slots__ = ("base", "buffer", "lanes")
+    __slots__ = ("active", "base", "buffer", "lanes")
 
-    def __init__(self, buffer: Buffer, base: Expr, lanes: int):
+    def __init__(self, buffer: Buffer, base: Expr, lanes: int, active: int | None = None):
         object.__setattr__(self, "buffer", buffer)
         object.__setattr__(self, "base", base)
         object.__setattr__(self, "lanes", lanes)
+        object.__setattr__(self, "active", lanes if active is None else active)
         object.__setattr__(self, "dtype", vector_dtype(buffer.dtype, lanes))
 
     def children(self) -> tuple[Expr, ...]:
         return (self.base,)
 
     def rebuild(self, children: list[Expr]) -> VLoad:
-        return VLoad(self.buffer, children[0], self.lanes)
+        return VLoad(self.buffer, children[0], self.lanes, self.active)
 
     def _make_key(self) -> tuple:
-        return ("vload", id(self.buffer), self.base.key(), self.lanes)
+        return ("vload", id(self.buffer), self.base.key(), self.lanes, self.active)
 
 
 class StridedLoad(Expr):
     """``lanes`` elements of ``buffer`` at flat indices ``base + i * stride``. Printed as
     whole-vector loads that stay within the first and the last of those elements, combined
-    by shuffles (``shuffle_plan``)."""
+    by shuffles (``shuffle_plan``). With ``active`` below ``lanes`` only the first
+    ``active`` elements are read (the vector loads masked to stay within them)."""
 
-    __slots__ = ("base", "buffer", "lanes", "stride")
+    __slots__ = ("active", "base", "buffer", "lanes", "stride")
 
-    def __init__(self, buffer: Buffer, base: Expr, lanes: int, stride: int):
+    def __init__(self, buffer: Buffer, base: Expr, lanes: int, stride: int,
+                 active: int | None = None):
         object.__setattr__(self, "buffer", buffer)
         object.__setattr__(self, "base", base)
         object.__setattr__(self, "lanes", lanes)
         object.__setattr__(self, "stride", stride)
+        object.__setattr__(self, "active", lanes if active is None else active)
         object.__setattr__(self, "dtype", vector_dtype(buffer.dtype, lanes))
 
     def children(self) -> tuple[Expr, ...]:
         return (self.base,)
 
     def rebuild(self, children: list[Expr]) -> StridedLoad:
-        return StridedLoad(self.buffer, children[0], self.lanes, self.stride)
+        return StridedLoad(self.buffer, children[0], self.lanes, self.stride, self.active)
 
     def _make_key(self) -> tuple:
-        return ("sload", id(self.buffer), self.base.key(), self.lanes, self.stride)
+        return ("sload", id(self.buffer), self.base.key(), self.lanes, self.stride,
+                self.active)
 
 
 #: The largest constant stride read by shuffling whole vectors (``stride`` loads and
@@ -218,25 +226,29 @@ class _Flatten(StmtMutator):
 # ---------------------------------------------------------------------------- vectorize
 
 
-def vectorize(s: Stmt, vector_bytes: int) -> Stmt:
+def vectorize(s: Stmt, vector_bytes: int, masked_tails: bool = False) -> Stmt:
+    """``s`` with its vectorized loops in vector statements. ``masked_tails`` (a target with
+    mask registers: AVX-512): a loop's last lanes that would take several narrower chunks
+    (14 of 16: 8 + 4 + 2) are one whole vector with its last lanes masked off instead."""
     with arith.memo_scope():
-        return _Vectorize(vector_bytes).visit(s)
+        return _Vectorize(vector_bytes, masked_tails).visit(s)
 
 
 class _Vectorize(StmtMutator):
-    def __init__(self, vector_bytes: int):
+    def __init__(self, vector_bytes: int, masked_tails: bool):
         self.vector_bytes = vector_bytes
+        self.masked_tails = masked_tails
 
     def visit_for(self, s: For) -> Stmt:
         if s.kind != For.VECTORIZED:
             return super().visit_for(s)
-        return seq(*(_vectorize_or_keep(piece, self.vector_bytes)
+        return seq(*(_vectorize_or_keep(piece, self.vector_bytes, self.masked_tails)
                      for piece in partition_loop(s)))
 
 
-def _vectorize_or_keep(loop: For, vector_bytes: int) -> Stmt:
+def _vectorize_or_keep(loop: For, vector_bytes: int, masked_tails: bool) -> Stmt:
     try:
-        return _vectorize_loop(loop, vector_bytes)
+        return _vectorize_loop(loop, vector_bytes, masked_tails)
     except CannotVectorize:
         return For(loop.var, loop.extent, For.SERIAL, loop.body, {**loop.pragmas, "simd": 1})
 
@@ -252,7 +264,15 @@ def _chunks(extent: int, lanes: int) -> list[tuple[int, int]]:
     return out
 
 
-def _vectorize_loop(loop: For, vector_bytes: int) -> Stmt:
+def _masked_tail(extent: int, lanes: int) -> int:
+    """How many lanes a masked last vector would hold: the lanes left after the whole
+    vectors, where they would take more than one narrower chunk (3 or more, not a power of
+    two); 0 where they would not."""
+    tail = extent % lanes
+    return tail if tail >= 3 and tail & (tail - 1) else 0
+
+
+def _vectorize_loop(loop: For, vector_bytes: int, masked_tails: bool = False) -> Stmt:
     if not isinstance(loop.extent, Const):
         raise CannotVectorize("dynamic extent")
     body = loop.body
@@ -262,12 +282,23 @@ def _vectorize_loop(loop: For, vector_bytes: int) -> Stmt:
         raise CannotVectorize("dtype")
     width = min(vector_bytes // dt.itemsize(d) for d in dtypes)
     width = min(width, 64)
+    extent = int(loop.extent.value)
+    chunks = _chunks(extent, width)
+    masked: Stmt | None = None
+    if masked_tails and (active := _masked_tail(extent, width)):
+        try:
+            masked = _vector_stmt(body, loop.var, extent - active, width, active)
+            chunks = [(start, lanes) for start, lanes in chunks if start < extent - active]
+        except CannotVectorize:  # something in the body cannot run on masked-off lanes
+            masked = None
     out: list[Stmt] = []
-    for start, lanes in _chunks(int(loop.extent.value), width):
+    for start, lanes in chunks:
         if lanes == 1:
             out.append(_substitute_stmt(body, {loop.var: Const(start, loop.var.dtype)}))
         else:
             out.append(_vector_stmt(body, loop.var, start, lanes))
+    if masked is not None:
+        out.append(masked)
     return seq(*out)
 
 
@@ -303,15 +334,16 @@ def _substitute_stmt(s: Stmt, mapping: dict[Var, Expr]) -> Stmt:
     return simplify_stmt(substitute_stmt(s, mapping), {}) or Seq([])
 
 
-def _vector_stmt(s: Stmt, var: Var, start: int, lanes: int) -> Stmt:
+def _vector_stmt(s: Stmt, var: Var, start: int, lanes: int, active: int | None = None) -> Stmt:
     """The vector form of a straight-line body for lanes ``var = start .. start + lanes - 1``
-    (guards do not depend on ``var``)."""
-    return _VectorStmt(var, start, lanes).visit(s)
+    (guards do not depend on ``var``); with ``active``, only the first ``active`` lanes
+    exist: the others read nothing, write nothing, and compute on zeros."""
+    return _VectorStmt(var, start, lanes, lanes if active is None else active).visit(s)
 
 
 class _VectorStmt(StmtMutator):
-    def __init__(self, var: Var, start: int, lanes: int):
-        self.var, self.start, self.lanes = var, start, lanes
+    def __init__(self, var: Var, start: int, lanes: int, active: int):
+        self.var, self.start, self.lanes, self.active = var, start, lanes, active
 
     def visit_if(self, s: IfThenElse) -> Stmt:
         var = self.var
@@ -320,14 +352,15 @@ class _VectorStmt(StmtMutator):
                           None if s.else_body is None else self.visit(s.else_body))
 
     def visit_store(self, s: Store) -> Stmt:
-        var, start, lanes = self.var, self.start, self.lanes
-        coeff, base = _stride(s.indices[0], var, start, lanes)
+        var, start, lanes, active = self.var, self.start, self.lanes, self.active
+        coeff, base = _stride(s.indices[0], var, start, active)
         if coeff != 1:
             raise CannotVectorize("store stride")
-        value = _vec(s.value, var, start, lanes, _users(s.value, var))
+        _check_maskable(s.buffer.dtype, lanes, active)
+        value = _vec(s.value, _Chunk(var, start, lanes, active), _users(s.value, var))
         if split_vector_dtype(value.dtype)[1] == 1:
             value = Broadcast(value, lanes)
-        return VStore(s.buffer, base, value, lanes)
+        return VStore(s.buffer, base, value, lanes, active)
 
 
 def _stride(index: Expr, var: Var, start: int, lanes: int) -> tuple[int | None, Expr]:
@@ -385,43 +418,71 @@ def _users(e: Expr, var: Var) -> set[int]:
     return found
 
 
-def _vec(e: Expr, var: Var, start: int, lanes: int, users: set[int]) -> Expr:
-    """The vector form of ``e`` for lanes ``var = start .. start + lanes - 1``; scalars stay
-    scalar (the C vector extension broadcasts them in mixed operations). ``users`` are the
-    ids of the nodes that depend on ``var`` (``_users``)."""
+class _Chunk(NamedTuple):
+    """The lanes being vectorized: ``var = start .. start + lanes - 1``, of which the first
+    ``active`` exist (all of them but in a masked tail)."""
+
+    var: Var
+    start: int
+    lanes: int
+    active: int
+
+    @property
+    def masked(self) -> bool:
+        return self.active < self.lanes
+
+
+#: vector sizes a masked load or store is printed for (AVX-512's, VL and BW included)
+MASKED_BITS = (128, 256, 512)
+
+
+def _check_maskable(dtype: str, lanes: int, active: int) -> None:
+    if active < lanes and dt.itemsize(dtype) * lanes * 8 not in MASKED_BITS:
+        raise CannotVectorize("masked access width")
+
+
+def _vec(e: Expr, c: _Chunk, users: set[int]) -> Expr:
+    """The vector form of ``e`` for the chunk's lanes; scalars stay scalar (the C vector
+    extension broadcasts them in mixed operations). ``users`` are the ids of the nodes that
+    depend on the chunk's variable (``_users``)."""
+    var, start, lanes = c.var, c.start, c.lanes
     if id(e) not in users:
         return arith.simplify(e) if dt.is_int(e.dtype) else e
     if isinstance(e, Var):
         return Lanes([Const(start + i, e.dtype) for i in range(lanes)])
     if isinstance(e, Load):
-        coeff, base = _stride(e.indices[0], var, start, lanes)
+        coeff, base = _stride(e.indices[0], var, start, c.active)
+        _check_maskable(e.dtype, lanes, c.active)
         if coeff == 1:
-            return VLoad(e.source, base, lanes)
+            return VLoad(e.source, base, lanes, c.active)
         if coeff is not None and 2 <= coeff <= MAX_SHUFFLED_STRIDE and lanes >= 4:
-            return StridedLoad(e.source, base, lanes, coeff)
+            return StridedLoad(e.source, base, lanes, coeff, c.active)
+        # masked-off lanes read nothing: they are zero
         return Lanes([arith.simplify(substitute(e, {var: Const(start + i, var.dtype)}))
-                      for i in range(lanes)])
+                      if i < c.active else Const(0, e.dtype) for i in range(lanes)])
     if isinstance(e, Select):
-        cond = _vec(e.cond, var, start, lanes, users)
+        cond = _vec(e.cond, c, users)
         if split_vector_dtype(cond.dtype)[1] > 1 and any(
                 isinstance(n, Load) for side in (e.true_value, e.false_value) for n in walk(side)):
             raise CannotVectorize("lane-dependent select over loads")
-        sides = [_vec(side, var, start, lanes, users) for side in (e.true_value, e.false_value)]
+        sides = [_vec(side, c, users) for side in (e.true_value, e.false_value)]
         sides = [x if split_vector_dtype(x.dtype)[1] > 1 else Broadcast(x, lanes) for x in sides]
         return Select(cond, sides[0], sides[1])
     if isinstance(e, Compare | Logic):
-        return type(e)(e.op, _vec(e.a, var, start, lanes, users),
-                       _vec(e.b, var, start, lanes, users), vector_dtype("bool", lanes))
+        return type(e)(e.op, _vec(e.a, c, users), _vec(e.b, c, users),
+                       vector_dtype("bool", lanes))
     if isinstance(e, Binary):
-        a, b = _vec(e.a, var, start, lanes, users), _vec(e.b, var, start, lanes, users)
+        if c.masked and dt.is_int(e.dtype) and e.op in ("/", "floordiv", "floormod"):
+            raise CannotVectorize("integer division on masked-off (zero) lanes")
+        a, b = _vec(e.a, c, users), _vec(e.b, c, users)
         return Binary(e.op, a, b, vector_dtype(e.dtype, lanes))
     if isinstance(e, Not):
-        return _not_vec(_vec(e.a, var, start, lanes, users), lanes)
+        return _not_vec(_vec(e.a, c, users), lanes)
     if isinstance(e, Call):
-        args = tuple(_vec(a, var, start, lanes, users) for a in e.args)
+        args = tuple(_vec(a, c, users) for a in e.args)
         return Call(e.name, args, vector_dtype(e.dtype, lanes))
     if isinstance(e, Cast):
-        inner = _vec(e.value, var, start, lanes, users)
+        inner = _vec(e.value, c, users)
         if split_vector_dtype(inner.dtype)[0] == "bool":
             raise CannotVectorize("cast of a mask")
         return _cast_vec(e.dtype, inner, lanes)
@@ -456,8 +517,8 @@ def promote_registers(s: Stmt) -> dict[Buffer, int]:
     class Accesses(StmtVisitor):
         def visit_expr(self, e: Expr) -> None:
             for n in walk(e):
-                if isinstance(n, VLoad):
-                    record(n.buffer, "v", n.base, n.lanes)
+                if isinstance(n, VLoad):  # a masked access leaves part of its vector out
+                    record(n.buffer, "v" if n.active == n.lanes else "masked", n.base, n.lanes)
                 elif isinstance(n, StridedLoad):  # read as wider vectors: stays in memory
                     record(n.buffer, "strided", n.base, n.lanes)
                 elif isinstance(n, Load) and isinstance(n.source, Buffer):
@@ -473,7 +534,7 @@ def promote_registers(s: Stmt) -> dict[Buffer, int]:
             self.visit_expr(st.value)
 
         def visit_vstore(self, st: VStore) -> None:
-            record(st.buffer, "v", st.base, st.lanes)
+            record(st.buffer, "v" if st.active == st.lanes else "masked", st.base, st.lanes)
             self.visit_expr(st.value)
 
     Accesses().visit(s)
@@ -483,7 +544,7 @@ def promote_registers(s: Stmt) -> dict[Buffer, int]:
         if not acc or any(value < 0 for _, value, _ in acc):
             continue
         kinds = {k for k, _, _ in acc}
-        if "strided" in kinds:
+        if kinds & {"strided", "masked"}:
             continue
         lane_counts = {lanes for _, _, lanes in acc}
         if len(kinds) != 1 or len(lane_counts) != 1:

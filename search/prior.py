@@ -39,6 +39,7 @@ class RegisterTiles:
     def __init__(self, task: SearchTask):
         cpu = task.target.kind == "cpu"
         self.lanes = task.vector_lanes(4) if cpu else 1
+        self.masked = cpu and task.target.masked_vectors
         self.accumulators = (32 if self.lanes >= 16 else 16) - OPERAND_REGISTERS
         self._vector_axes: dict[str, set[str]] = {}  # stays empty but on a CPU
         if cpu:
@@ -56,7 +57,8 @@ class RegisterTiles:
              rng: random.Random) -> dict[str, Any]:
         """Tile decisions for the stages ``sketch`` tiles, their innermost factors from
         well-shaped register tiles and their outer levels at random; empty where there is
-        nothing to shape (a GPU, a tensorized nest, a vector axis no whole vector divides)."""
+        nothing to shape (a GPU, a tensorized nest, a vector axis no whole vector divides and
+        no mostly full masked one fits)."""
         out: dict[str, Any] = {}
         for op in sketch.ops:
             vector_axes = self._vector_axes.get(op.stage.removesuffix(".local"))
@@ -70,12 +72,12 @@ class RegisterTiles:
                 continue
             (vector_name, vector), rows = spatial[-1], spatial[:-1]
             widths = [f for f in vector.innermost_choices()
-                      if f % self.lanes == 0 and f <= MAX_VECTORS * self.lanes]
+                      if self._fills_vectors(f) and f <= MAX_VECTORS * self.lanes]
             if not widths:
                 continue
             width = rng.choice(widths)
             out[vector_name] = vector.sample_around(width, rng)
-            vectors = width // self.lanes
+            vectors = -(-width // self.lanes)
             picks_vectors = [(n, d) for n, d in rows if n[len(prefix):] in vector_axes]
             broadcast = [(n, d) for n, d in rows if n[len(prefix):] not in vector_axes]
             for name, d in rng.sample(picks_vectors, len(picks_vectors)):
@@ -93,6 +95,12 @@ class RegisterTiles:
                 if d.parts == 1:
                     out[name] = (max(d.innermost_choices()),)
         return out
+
+    def _fills_vectors(self, width: int) -> bool:
+        """Whether ``width`` lanes fill whole vectors, or, with masked vectors, leave a last
+        one more than half full (14 output columns of a stride-2 conv on 16 lanes)."""
+        tail = width % self.lanes
+        return tail == 0 or (self.masked and tail > self.lanes // 2)
 
 
 def _vector_operand_axes(stage: te.Stage) -> set[str]:

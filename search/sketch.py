@@ -241,14 +241,18 @@ def _location(task: SearchTask, s: te.Schedule, op: SketchOp, decide: Decide) ->
 
 def _host_loops(s: te.Schedule, stage: te.Stage) -> tuple[te.Stage | None, int]:
     """A consumer whose loops ``stage`` may be computed at, and how many of its outer loops
-    qualify: every other consumer must be computed inside that consumer (directly or
-    through stages computed there), so ``stage`` can only go at or above the outermost of
-    those attach loops (computed deeper, it would be read before it is written)."""
+    qualify: those outside the consumer's reduction loops (inside one, the stage would be
+    computed again at every step of the reduction: a conv's padding recomputed per input
+    channel made most of a stride-2 conv's samples 4x slower than its best), and every
+    other consumer must be computed inside that consumer (directly or through stages
+    computed there), so ``stage`` can only go at or above the outermost of those attach
+    loops (computed deeper, it would be read before it is written)."""
     consumers = s.consumers(stage)
     for host in consumers:
         if host.attach == "inline":
             continue
-        depth = len(host.leaf_iter_vars)
+        depth = next((n for n, iv in enumerate(host.leaf_iter_vars) if iv.is_reduce),
+                     len(host.leaf_iter_vars))
         for other in consumers:
             if other is host:
                 continue

@@ -7,14 +7,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from schedule import Workload, build, ops, te
+from schedule import Workload, build, kernel_source, ops, te
 from schedule.codegen_c import generate_c
 from schedule.expr import Compare, Const, Select, Var
 from schedule.loop_ir import Buffer, For, Store
 from schedule.lower import lower
 from schedule.partition import MAX_PIECES, partition_loop
 from schedule.vectorize import shuffle_plan
-from tests.cpu_support import LANES
+from tests.cpu_support import AVX512_HOST, LANES, needs_avx512
 
 RNG = np.random.default_rng(7)
 
@@ -246,3 +246,72 @@ def test_a_strided_read_at_the_end_of_its_buffer_stays_inside_it():
     result = np.zeros(16, np.float32)
     mod(data, result)
     np.testing.assert_array_equal(result, data[::3] * 2)
+
+
+# ---------------------------------------------------------------------------- masked tails
+
+
+def _exp_rows(width: int, dtype: str = "float32") -> tuple[list, te.Schedule]:
+    x = te.placeholder((3, width), dtype, name="x")
+    out = te.compute((3, width), lambda i, j: te.exp(x[i, j]) * 2.0 + x[i, j], name="out")
+    s = te.create_schedule(out)
+    s[out].vectorize(s[out].op.axis[1])
+    return [x, out], s
+
+
+@pytest.mark.parametrize("width, masked", [(14, 14), (30, 14), (7, 7), (12, 12), (20, None),
+                                           (24, None), (17, None)])
+def test_a_loop_tail_of_several_pieces_is_one_masked_vector_on_avx512(width, masked):
+    # 14 = 8 + 4 + 2 lanes becomes one 16-lane vector with 2 lanes masked off; a tail of
+    # one piece (4 of 20, 8 of 24, 1 of 17) stays as it is
+    tensors, s = _exp_rows(width)
+    source = kernel_source(s, tensors, "cpu -isa=avx512 -cores=2").source
+    assert ("_first" in source) == (masked is not None)
+    if masked:
+        assert f"tt_load_float32x16_first{masked}(&x[" in source
+        assert "_mm512_mask_storeu_epi32(&out[" in source
+    # targets without mask registers cut the tail in pieces
+    assert "_first" not in kernel_source(s, tensors, "cpu -isa=avx2 -cores=2").source
+
+
+@pytest.mark.parametrize("width", [14, 30, 7])
+def test_a_masked_tail_matches_numpy_and_writes_nothing_past_the_output(width):
+    tensors, s = _exp_rows(width)
+    mod = build(s, tensors)
+    assert ("_first" in mod.source) == AVX512_HOST
+    data = RNG.standard_normal((3, width)).astype("float32")
+    block = np.full(3 * width + 32, 7.0, np.float32)  # the output, then a guard region
+    mod(data, block[:3 * width].reshape(3, width))
+    np.testing.assert_allclose(block[:3 * width].reshape(3, width), np.exp(data) * 2 + data,
+                               rtol=1e-6)
+    np.testing.assert_array_equal(block[3 * width:], 7.0)
+
+
+def test_integer_division_is_not_computed_on_masked_off_lanes():
+    # the masked-off lanes hold zeros: dividing by them would trap, so the tail is cut
+    # in pieces as before
+    a = te.placeholder((14,), "int32", name="a")
+    b = te.placeholder((14,), "int32", name="b")
+    out = te.compute((14,), lambda i: a[i] // b[i] + a[i] % b[i], name="out")
+    s = te.create_schedule(out)
+    s[out].vectorize(s[out].op.axis[0])
+    mod = build(s, [a, b, out])
+    assert "_first" not in mod.source
+    x = RNG.integers(-100, 100, 14).astype("int32")
+    y = RNG.integers(1, 9, 14).astype("int32") * RNG.choice([-1, 1], 14).astype("int32")
+    result = np.zeros(14, np.int32)
+    mod(x, y, result)
+    np.testing.assert_array_equal(result, x // y + x % y)
+
+
+@needs_avx512
+def test_a_stride2_conv_on_14_columns_keeps_masked_accumulators_in_registers():
+    # a stride-2 conv's 14 output columns: one masked vector per accumulator, read by
+    # masked shuffled loads, loaded into registers before the reduction and stored after
+    wl = Workload.op("conv2d_nchw", N=1, C=5, H=27, W=27, K=8, R=3, S=3, stride=2, padding=1)
+    tensors = wl.tensors()
+    source = _run(wl, tensors, _conv_tile_schedule(tensors, k_tile=4, vectorize=True))
+    assert "_stride2_first14(&pad[" in source
+    assert "conv_local_acc0_r0 = tt_load_float32x16_first14(&conv_local[" in source
+    loop = source.index("for (int32_t rc = 0")
+    assert "conv_local[" not in source[loop:source.index("}", loop)]

@@ -30,7 +30,9 @@ from . import op_schedules as S
 from .helpers import random_array
 
 PARALLEL = "#pragma omp parallel for"
-_VECTOR_USE = re.compile(r"^(?!typedef|static inline).*tt_(float32|int32)x\d+", re.MULTILINE)
+# a vector type in a statement, or a masked vector store (a loop's last lanes on AVX-512)
+_VECTOR_USE = re.compile(r"^(?!typedef|static inline).*(tt_(float32|int32)x\d+|_mask_storeu_)",
+                         re.MULTILINE)
 _GATHER = re.compile(r"\(\(tt_float32x\d+\)\{[^0}]")  # a vector built lane by lane
 
 
