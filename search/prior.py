@@ -13,6 +13,9 @@ peak, where 8 x 3 runs at 0.7). The prior draws ``V`` from 1 to 3 vectors and ``
 ``V x B`` fills between half and all of the registers left for accumulators, and the
 reduction's inner tile as long as its decision allows (the accumulators stay in registers
 over a long run); every outer level is drawn uniformly, and evolution takes it from there.
+A vector axis that no whole vector divides is drawn as whole vectors with the last tile
+partial (383 columns), or, on a target with masked vectors, as one mostly full masked
+vector where that is all it holds (a stride-2 conv's 14 output columns).
 """
 
 from __future__ import annotations
@@ -57,7 +60,7 @@ class RegisterTiles:
              rng: random.Random) -> dict[str, Any]:
         """Tile decisions for the stages ``sketch`` tiles, their innermost factors from
         well-shaped register tiles and their outer levels at random; empty where there is
-        nothing to shape (a GPU, a tensorized nest, a vector axis no whole vector divides and
+        nothing to shape (a GPU, a tensorized nest, a vector axis shorter than a vector that
         no mostly full masked one fits)."""
         out: dict[str, Any] = {}
         for op in sketch.ops:
@@ -73,6 +76,10 @@ class RegisterTiles:
             (vector_name, vector), rows = spatial[-1], spatial[:-1]
             widths = [f for f in vector.innermost_choices()
                       if self._fills_vectors(f) and f <= MAX_VECTORS * self.lanes]
+            if not widths and vector.inexact_probability > 0:
+                # no divisor does (383 columns): whole vectors, the last tile partial
+                widths = [v * self.lanes for v in range(1, MAX_VECTORS + 1)
+                          if v * self.lanes <= min(vector.extent, vector.max_innermost)]
             if not widths:
                 continue
             width = rng.choice(widths)

@@ -95,9 +95,9 @@ def test_a_gpu_tiling_or_a_vector_axis_of_no_well_filled_vector_is_left_to_the_u
     sketch = generate_sketches(task)[0]
     assert RegisterTiles(task).draw(sketch, decision_space(task, sketch),
                                     random.Random(0)) == {}
-    # 14 columns on AVX2's 8 lanes: 8 + 4 + 2 (no masks); 7 columns on 16 lanes: a masked
-    # vector less than half full
-    for width, isa in [(14, "avx2"), (7, "avx512")]:
+    # fewer columns than a vector: 6 on AVX2's 8 lanes (no masks), 7 on AVX-512's 16 (a
+    # masked vector less than half full)
+    for width, isa in [(6, "avx2"), (7, "avx512")]:
         task = SearchTask(_conv_columns(width), f"cpu -isa={isa} -cores=2")
         for sketch in generate_sketches(task):
             space = decision_space(task, sketch)
@@ -132,3 +132,18 @@ def test_the_policy_samples_from_the_prior_as_often_as_asked():
     assert all((w % lanes == 0 or w % lanes > lanes // 2) and w <= 3 * lanes
                for w in vector_widths(1.0))
     assert any(w % lanes or w > 3 * lanes for w in vector_widths(0.0))
+
+
+def test_a_vector_axis_no_divisor_fills_is_drawn_in_whole_vectors_with_a_partial_last_tile():
+    # 383 columns (a prime): 16, 32 or 48 of them per tile, the last tile partial
+    task = SearchTask(Workload.op("matmul", M=33, N=383, K=40), "cpu -isa=avx512 -cores=2")
+    prior = RegisterTiles(task)
+    rng = random.Random(0)
+    widths = set()
+    for sketch in generate_sketches(task):
+        tiled = [op.stage for op in sketch.ops if op.kind == "tile"]
+        if tiled:
+            for _ in range(20):
+                widths.add(prior.draw(sketch, decision_space(task, sketch), rng)[
+                    f"tile:{tiled[0]}:j"][-1])
+    assert widths == {16, 32, 48}
