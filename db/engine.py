@@ -339,8 +339,11 @@ class Connector:
                 return
             head = head_revision()
             with self._connect(write=False) as conn:
+                # tables first: another process's creation commits the tables and the
+                # version table together, so tables seen here mean its version is seen next
+                # (read the other way round, a commit in between looked like foreign tables)
+                tables = existing_tables(conn)
                 revision = current_revision(conn)
-                tables = existing_tables(conn) if revision is None else set()
             if revision == head:
                 self._schema_ready = True
                 return
