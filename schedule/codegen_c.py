@@ -508,7 +508,7 @@ def _masked_intrinsic(dtype: str) -> tuple[str, int]:
     """The AVX-512 intrinsics' prefix (``_mm512``, ``_mm256``, ``_mm``) and element width
     for masked loads and stores of a vector dtype (``vectorize`` masks only these sizes)."""
     base, lanes = split_vector_dtype(dtype)
-    element_bits = dt.itemsize(base if base != "bool" else "int32") * 8
+    element_bits = dt.itemsize(base) * 8
     prefix = {128: "_mm", 256: "_mm256", 512: "_mm512"}[element_bits * lanes]
     return prefix, element_bits
 

@@ -1,14 +1,14 @@
 """Vectorization and register promotion on the flattened loop IR (before C printing).
 
-A loop marked ``vectorized`` becomes explicit vector statements: its extent is
-cut into chunks of the target's vector width (narrower power-of-two chunks and
-finally scalar code for the tail), each load/store whose flat index advances by
-one per iteration becomes a vector load/store, loop-invariant values broadcast,
-loads at a small constant stride (a stride-2 convolution's input) become whole-vector
-loads over their span gathered by shuffles, other strides lane-by-lane gathers. A body
-that cannot be vectorized safely (a lane-dependent guard, a lane-dependent select over
-loads that could read out of bounds, scattered stores, half-precision) stays a scalar
-loop.
+A loop marked ``vectorized`` becomes explicit vector statements: its extent is cut into
+chunks of the target's vector width (narrower power-of-two chunks and finally scalar code
+for the tail; on a target with mask registers, a tail that would take several chunks is
+one vector with its last lanes masked off), each load/store whose flat index advances by
+one per iteration becomes a vector load/store, loop-invariant values broadcast, loads at
+a small constant stride (a stride-2 convolution's input) become whole-vector loads over
+their span gathered by shuffles, other strides lane-by-lane gathers. A body that cannot
+be vectorized safely (a lane-dependent guard, a lane-dependent select over loads that
+could read out of bounds, scattered stores, half-precision) stays a scalar loop.
 
 Register promotion then turns a ``local`` buffer whose every access uses a
 constant index (after unrolling) into named scalar or vector variables.
@@ -437,7 +437,7 @@ MASKED_BITS = (128, 256, 512)
 
 
 def _check_maskable(dtype: str, lanes: int, active: int) -> None:
-    if active < lanes and dt.itemsize(dtype) * lanes * 8 not in MASKED_BITS:
+    if active < lanes and (dtype == "bool" or dt.itemsize(dtype) * lanes * 8 not in MASKED_BITS):
         raise CannotVectorize("masked access width")
 
 
