@@ -261,10 +261,19 @@ class CCodegen(SourcePrinter):
     def _masked_load(self, vt: str, dtype: str, active: int, address: str) -> str:
         """An AVX-512 load of the first ``active`` lanes of a ``dtype`` vector, the others
         zero (nothing past them is read, so it may end where a buffer does)."""
-        self.helpers.setdefault("immintrin", "#include <immintrin.h>")
-        prefix, element_bits = _masked_intrinsic(dtype)
+        prefix, element_bits = self._masked_intrinsic(dtype)
         return (f"({vt}){prefix}_maskz_loadu_epi{element_bits}("
                 f"{(1 << active) - 1}ULL, {address})")
+
+    def _masked_intrinsic(self, dtype: str) -> tuple[str, int]:
+        """The AVX-512 intrinsics' prefix (``_mm512``, ``_mm256``, ``_mm``) and element
+        width for masked loads and stores of a vector dtype (``vectorize`` masks only these
+        sizes); the kernel then includes their header."""
+        self.helpers.setdefault("immintrin", "#include <immintrin.h>")
+        base, lanes = split_vector_dtype(dtype)
+        element_bits = dt.itemsize(base) * 8
+        prefix = {128: "_mm", 256: "_mm256", 512: "_mm512"}[element_bits * lanes]
+        return prefix, element_bits
 
     def _binary(self, e: Binary, lanes: int) -> str:
         base = split_vector_dtype(e.dtype)[0]
@@ -405,8 +414,7 @@ class CCodegen(SourcePrinter):
             return
         vt = self.vtype(s.value.dtype)
         if s.active < s.lanes:  # the masked-off lanes are past the loop's end: not written
-            self.helpers.setdefault("immintrin", "#include <immintrin.h>")
-            prefix, element_bits = _masked_intrinsic(s.value.dtype)
+            prefix, element_bits = self._masked_intrinsic(s.value.dtype)
             self.emit(f"{prefix}_mask_storeu_epi{element_bits}("
                       f"&{self.buf_name(s.buffer)}[{self.expr(s.base)}], "
                       f"{(1 << s.active) - 1}ULL, ({prefix.replace('_mm', '__m')}i)"
@@ -502,15 +510,6 @@ class CCodegen(SourcePrinter):
             f"{signature} {{", "  __builtin_cpu_init();",
             f"  return __builtin_cpu_supports(\"avx512vnni\") ? {name}_vnni({args}) "
             f": {name}_plain({args});", "}", "", timer])
-
-
-def _masked_intrinsic(dtype: str) -> tuple[str, int]:
-    """The AVX-512 intrinsics' prefix (``_mm512``, ``_mm256``, ``_mm``) and element width
-    for masked loads and stores of a vector dtype (``vectorize`` masks only these sizes)."""
-    base, lanes = split_vector_dtype(dtype)
-    element_bits = dt.itemsize(base) * 8
-    prefix = {128: "_mm", 256: "_mm256", 512: "_mm512"}[element_bits * lanes]
-    return prefix, element_bits
 
 
 def _nonnegative(e: Expr) -> bool:
