@@ -6,7 +6,8 @@ IR, and code generation for targets.
 ``loop_ir`` (the lowered program: loops, stores, buffers) and ``expr`` (its expression nodes)
 are public for the layers that analyse lowered programs, such as the cost model's features.
 GPU targets (``cuda``, ``opencl``): ``gpu_source`` prints a schedule as CUDA or OpenCL C with
-its launch plan, ``OpenCLModule`` runs it, ``compile_cuda`` checks it with nvcc/ptxas.
+its launch plan, ``OpenCLModule`` runs it through OpenCL, ``compile_cuda`` compiles it
+with nvcc (checked with ptxas) and ``CudaModule`` runs the cubin through the CUDA driver.
 """
 
 from . import cpu_intrin, expr, intrin, loop_ir, ops, te, vta
@@ -25,11 +26,15 @@ from .build import (
     kernel_source,
     load_module,
 )
+from .cuda_driver import CudaError, CudaUnavailable, cuda_missing
+from .cuda_driver import round_trip as cuda_round_trip
 from .dag import canonical_text, post_order, workload_key
 from .gpu_build import (
+    CudaModule,
     GpuSource,
     LaunchPlan,
     OpenCLModule,
+    build_cuda,
     check_cuda_resources,
     compile_cuda,
     gpu_source,
@@ -41,7 +46,7 @@ from .loop_ir import LoweredFunc
 from .lower import lower
 from .schedule import Schedule, ScheduleError
 from .steps import Steps, make_schedule
-from .target import Target, host_cpu_target, opencl_device_name
+from .target import Target, cuda_arch, host_cpu_target, nvidia_gpus, opencl_device_name
 from .tensor import TensorExprError
 from .workload import Workload
 
@@ -50,6 +55,9 @@ __all__ = [
     "Artifact",
     "BuildError",
     "CompileTimeout",
+    "CudaError",
+    "CudaModule",
+    "CudaUnavailable",
     "GpuSource",
     "KernelSignature",
     "KernelSource",
@@ -67,6 +75,7 @@ __all__ = [
     "aligned_empty",
     "allocator",
     "build",
+    "build_cuda",
     "canonical_text",
     "check_cuda_resources",
     "compile_cuda",
@@ -74,6 +83,9 @@ __all__ = [
     "compile_schedule",
     "compile_source",
     "cpu_intrin",
+    "cuda_arch",
+    "cuda_missing",
+    "cuda_round_trip",
     "expr",
     "fallback_gpu_schedule",
     "gpu_source",
@@ -86,6 +98,7 @@ __all__ = [
     "lower_gpu",
     "make_schedule",
     "nvcc_path",
+    "nvidia_gpus",
     "opencl_device_name",
     "ops",
     "post_order",

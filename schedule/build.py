@@ -334,14 +334,15 @@ def run_compiler(command: list[str], timeout: float | None,
 def build(s: Schedule, args: Sequence[Tensor], target: str | Target = "cpu",
           name: str = "main", timeout: float | None = None) -> ArrayKernel:
     """Lower, generate code and compile; returns a module callable on numpy arrays (C for
-    a cpu target, OpenCL C run through pyopencl for an opencl target)."""
+    a cpu target, OpenCL C run through pyopencl for an opencl target, a cubin loaded on the
+    first CUDA device for a cuda target)."""
     target = Target.parse(target)
     if target.kind == "opencl":
         from .gpu_build import build_opencl  # it builds on this module
 
         return build_opencl(s, args, target, name)
     if target.kind == "cuda":
-        raise ValueError("build: cuda programs are generated with schedule.gpu_build."
-                         "gpu_source and compiled with compile_cuda; running them needs a GPU "
-                         "device, which this build does not drive yet")
+        from .gpu_build import build_cuda
+
+        return build_cuda(s, args, target, name)
     return compile_schedule(s, args, target, name, timeout).load()

@@ -7,7 +7,9 @@ and run there. :class:`OpenCLModule` runs a program through pyopencl (on PoCL, t
 implementation CI has, it checks that GPU schedules compute the right answer) and times
 it with the queue's profiling events. :func:`compile_cuda` compiles CUDA source with
 ``nvcc`` to a cubin and reads each kernel's registers, spills and shared memory from
-``ptxas -v`` (where ``nvcc`` is installed; no GPU is needed for that).
+``ptxas -v`` (where ``nvcc`` is installed; no GPU is needed for that); :class:`CudaModule`
+loads a cubin through the CUDA driver (``schedule.cuda_driver``), runs it and times it with
+CUDA events, the L2 cache flushed between repeats.
 """
 
 from __future__ import annotations
@@ -306,3 +308,99 @@ def check_cuda_resources(binary: CudaBinary, target: Target) -> None:
         if res.registers > target.registers_per_thread:
             raise ScheduleError(f"{name} uses {res.registers} registers per thread; the "
                                 f"target allows {target.registers_per_thread}")
+
+
+class CudaModule(ArrayKernel):
+    """A compiled CUDA program on one device: ``mod(a, b, c)`` copies the arrays to the
+    device, launches the kernels in order and copies the outputs back. ``BuildError`` when
+    the driver refuses the cubin (built for another architecture, say); ``CudaUnavailable``
+    without a driver or device. Call :meth:`close` to free the device memory."""
+
+    def __init__(self, signature: KernelSignature, plan: LaunchPlan, cubin: bytes,
+                 device: int = 0, func: LoweredFunc | None = None):
+        from .cuda_driver import CudaError, driver
+
+        super().__init__(signature)
+        self.plan, self.func = plan, func
+        self.info = driver().device_info(device)
+        self.ctx = driver().context(device)
+        try:
+            module = self.ctx.load_module(cubin)
+            self._kernels = [(self.ctx.function(module, k.name), k) for k in plan.kernels]
+        except CudaError as err:
+            self.ctx.close()
+            raise BuildError(f"the CUDA driver refused the program for {self.info.name} "
+                             f"({self.info.arch}): {err}") from None
+        self._buffers = {name: self.ctx.alloc(size * dt.itemsize(dtype))
+                         for name, dtype, size in plan.temporaries}
+        self._arg_bytes = [int(np.prod(a.shape)) * dt.itemsize(a.dtype) for a in signature.args]
+        for spec, nbytes in zip(signature.args, self._arg_bytes, strict=True):
+            self._buffers[spec.name] = self.ctx.alloc(nbytes)
+        self._flush: int | None = None
+
+    def _copy_in(self, arrays: Sequence[np.ndarray]) -> None:
+        for arr, spec, nbytes in zip(arrays, self.signature.args, self._arg_bytes, strict=True):
+            self.ctx.to_device(self._buffers[spec.name], arr.ctypes.data, nbytes)
+
+    def _launch(self) -> None:
+        for fn, launch in self._kernels:
+            self.ctx.launch(fn, launch.grid, launch.block,
+                            [self._buffers[p] for p in launch.params])
+
+    def __call__(self, *arrays: np.ndarray) -> None:
+        self.check_args(arrays)
+        self._copy_in(arrays)
+        self._launch()
+        self.ctx.synchronize()
+        for i in self._outputs:
+            spec = self.signature.args[i]
+            self.ctx.to_host(arrays[i].ctypes.data, self._buffers[spec.name],
+                             self._arg_bytes[i])
+
+    def time(self, *arrays: np.ndarray, number: int = 1, repeat: int = 3,
+             min_repeat_ms: int = 0, flush_bytes: int = 0) -> list[float]:
+        """Device seconds per call (CUDA events around ``number`` calls), one figure per
+        repeat, after a warm-up call; ``number`` grows until a repeat lasts
+        ``min_repeat_ms``. Before each repeat the L2 cache is flushed by writing a buffer of
+        twice its size (``flush_bytes`` is the CPU runner's setting, accepted and unused)."""
+        self.check_timing(arrays, number, repeat, min_repeat_ms, flush_bytes)
+        self._copy_in(arrays)
+        self._launch()
+        self.ctx.synchronize()
+        flush_size = max(1 << 20, 2 * self.info.l2_bytes)
+        if self._flush is None:
+            self._flush = self.ctx.alloc(flush_size)
+        start, end = self.ctx.event(), self.ctx.event()
+        results = []
+        for _ in range(repeat):
+            while True:
+                self.ctx.memset(self._flush, 0, flush_size)
+                self.ctx.record(start)
+                for _ in range(number):
+                    self._launch()
+                self.ctx.record(end)
+                spent = self.ctx.elapsed_seconds(start, end)
+                if spent * 1000 >= min_repeat_ms or number >= 1 << 20:
+                    results.append(spent / number)
+                    break
+                number = min(1 << 20, max(number + 1, int(number * 1.2 * min_repeat_ms
+                                                          / max(spent * 1000, 1e-3))))
+        return results
+
+    def close(self) -> None:
+        self.ctx.close()
+
+    def __repr__(self) -> str:
+        return f"CudaModule({self.signature.entry}, kernels={len(self.plan.kernels)}, " \
+               f"device={self.info.name})"
+
+
+def build_cuda(s: Schedule, args: Sequence[Tensor], target: str | Target,
+               name: str = "main", device: int = 0) -> CudaModule:
+    """Lower, print as CUDA C, compile with nvcc for the target's arch (checking the
+    kernels' registers against its limit) and load on CUDA device ``device``."""
+    target = Target.parse(target)
+    src = gpu_source(s, args, target, name)
+    binary = compile_cuda(src.source, target.arch)
+    check_cuda_resources(binary, target)
+    return CudaModule(src.signature, src.plan, binary.cubin, device, src.func)

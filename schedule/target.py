@@ -66,10 +66,12 @@ __all__ = [
     "MAX_VTA_DIM",
     "TARGET_KINDS",
     "Target",
+    "cuda_arch",
     "host_cores",
     "host_cpu_target",
     "host_cuda_target",
     "host_opencl_target",
+    "nvidia_gpus",
 ]
 
 TARGET_KINDS: tuple[str, ...] = ("cpu", "cuda", "opencl", "vta")
@@ -762,8 +764,10 @@ def host_cpu_target() -> Target:
 
 
 @functools.lru_cache(maxsize=1)
-def _query_nvidia_smi() -> tuple[str, str] | None:
-    """(compute capability like "9.0", GPU name) of the first GPU, or None."""
+@functools.lru_cache(maxsize=1)
+def nvidia_gpus() -> tuple[tuple[str, str], ...]:
+    """(compute capability like "9.0", GPU name) of each GPU ``nvidia-smi`` lists, in the
+    CUDA driver's order; empty without ``nvidia-smi`` or a GPU."""
     try:
         proc = subprocess.run(
             ["nvidia-smi", "--query-gpu=compute_cap,name", "--format=csv,noheader"],
@@ -773,27 +777,40 @@ def _query_nvidia_smi() -> tuple[str, str] | None:
             check=False,
         )
     except (OSError, subprocess.SubprocessError):
-        return None
-    lines = [ln for ln in proc.stdout.splitlines() if ln.strip()]
-    if proc.returncode != 0 or not lines:
-        return None
-    cap, _, name = lines[0].partition(",")
-    return cap.strip(), name.strip()
+        return ()
+    if proc.returncode != 0:
+        return ()
+    gpus = []
+    for line in proc.stdout.splitlines():
+        cap, _, name = line.partition(",")
+        if cap.strip():
+            gpus.append((cap.strip(), name.strip()))
+    return tuple(gpus)
+
+
+def cuda_arch(compute_capability: str) -> str:
+    """``sm_90`` for ``9.0``; ``ValueError`` for anything else."""
+    m = re.fullmatch(r"(\d+)\.(\d+)", compute_capability)
+    if not m:
+        raise ValueError(f"unreadable compute capability {compute_capability!r}")
+    return f"sm_{m.group(1)}{m.group(2)}"
 
 
 def host_cuda_target() -> Target:
     """The first GPU of this machine (via ``nvidia-smi``), else ``ValueError``."""
-    info = _query_nvidia_smi()
-    if info is None:
+    gpus = nvidia_gpus()
+    if not gpus:
         raise ValueError(
             "cuda target needs -arch=sm_<digits> (e.g. 'cuda -arch=sm_90'): "
             "no GPU detected with nvidia-smi"
         )
-    cap, name = info
-    m = re.fullmatch(r"(\d+)\.(\d+)", cap)
-    if not m:
-        raise ValueError(f"nvidia-smi reported an unreadable compute capability {cap!r}")
-    return Target("cuda", {"arch": f"sm_{m.group(1)}{m.group(2)}"}, {"model_name": name})
+    cap, name = gpus[0]
+    try:
+        arch = cuda_arch(cap)
+    except ValueError:
+        raise ValueError(f"nvidia-smi reported an unreadable compute capability {cap!r}") \
+            from None
+    return Target("cuda", {"arch": arch}, {"model_name": name})
 
 
 _PLATFORM_NAMES = {"portable computing language": "pocl", "nvidia cuda": "nvidia",

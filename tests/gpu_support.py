@@ -1,5 +1,6 @@
 """Skip markers for the GPU tests: PoCL (OpenCL on the CPU, which .ci/run installs) runs
-GPU programs, nvcc compiles CUDA ones; without them those tests skip, saying why."""
+GPU programs, nvcc compiles CUDA ones, an NVIDIA GPU with its driver runs them; without
+them those tests skip, saying why."""
 
 from __future__ import annotations
 
@@ -7,7 +8,8 @@ import functools
 
 import pytest
 
-from schedule import nvcc_path
+from schedule import Target, cuda_missing, nvcc_path
+from schedule.target import host_cuda_target
 
 POCL = "opencl -device=pocl"
 
@@ -29,6 +31,15 @@ needs_pocl = pytest.mark.skipif(bool(pocl_missing()),
                                        ".ci/run installs Debian's pocl-opencl-icd")
 needs_nvcc = pytest.mark.skipif(nvcc_path() is None,
                                 reason="nvcc (the CUDA toolkit) is not installed")
+needs_cuda = pytest.mark.skipif(
+    nvcc_path() is None or bool(cuda_missing()),
+    reason=f"no NVIDIA GPU to run CUDA programs on here ({cuda_missing() or 'no nvcc'}); "
+           "these tests run where one is (the device tool lends one to some sessions)")
+
+
+def cuda_target() -> Target:
+    """The target of this machine's first GPU (only where ``needs_cuda`` lets a test run)."""
+    return host_cuda_target()
 
 
 def cuda_translation_unit(sources: list[str]) -> str:

@@ -7,7 +7,8 @@
 A pool is a ``Builder`` and a ``Runner`` (``MeasurePool``): a new way of reaching devices
 is one new class of either. A measure input with a ``library`` is a baseline (numpy, torch,
 the target's peak: ``workers.baselines``). ``workers.vta`` simulates the FPGA accelerator;
-``workers.opencl`` runs GPU programs through OpenCL (PoCL on a machine without a GPU);
+``workers.opencl`` runs GPU programs through OpenCL (PoCL on a machine without a GPU),
+``workers.cuda`` compiles them with nvcc and runs them on NVIDIA GPUs;
 ``serve_device`` / ``RemoteDevice`` put a device behind an authenticated server
 (``tensortune device-server``). ``RayPool`` (the same interface across a Ray cluster) and
 ``check_ray_head`` (can this process join the cluster, with which token) import Ray on
@@ -31,6 +32,7 @@ from .cluster import (
     worker_command,
 )
 from .cpu import CpuDevice
+from .cuda import CudaDevice
 from .device import (
     BuildResult,
     Device,
@@ -70,6 +72,7 @@ __all__ = [
     "BuiltCandidate",
     "ClusterLostError",
     "CpuDevice",
+    "CudaDevice",
     "Device",
     "DeviceLostError",
     "DeviceRefusedError",

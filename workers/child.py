@@ -21,11 +21,8 @@ import threading
 import time
 from typing import Any
 
-from workers.sandbox import Closed, recv_message, resolve, send_message
+from workers.sandbox import MEMORY_ENV, UNLIMITED, Closed, recv_message, resolve, send_message
 
-#: The variable that sets the address space of a sandbox child (and of the compiler it
-#: runs), in bytes; the default is this machine's physical memory.
-MEMORY_ENV = "TENSORTUNE_SANDBOX_MEMORY"
 #: CPU seconds one job may use per core of the machine (all threads together), a backstop
 #: behind the wall-clock timeouts the parent enforces.
 JOB_CPU_SECONDS_PER_CORE = 600
@@ -34,9 +31,12 @@ MAX_FILE_BYTES = 1 << 30
 
 
 def memory_limit(environ: dict[str, str] | None = None) -> int:
-    """The address-space limit of a child: ``$TENSORTUNE_SANDBOX_MEMORY`` when it is a
-    positive number of bytes, else the physical memory (at least 4 GiB)."""
+    """The address-space limit of a child (and of the compiler it runs):
+    ``$TENSORTUNE_SANDBOX_MEMORY`` when it is a positive number of bytes, no limit when it
+    is ``unlimited`` (a GPU device's child), else the physical memory (at least 4 GiB)."""
     text = (os.environ if environ is None else environ).get(MEMORY_ENV, "")
+    if text == UNLIMITED:
+        return resource.RLIM_INFINITY
     if text.isdigit() and int(text) > 0:
         return int(text)
     physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -60,7 +60,8 @@ def confine() -> dict[str, Any]:
     _set_limit(resource.RLIMIT_AS, memory)
     _set_limit(resource.RLIMIT_FSIZE, MAX_FILE_BYTES)
     _set_limit(resource.RLIMIT_CORE, 0)
-    return {"memory_bytes": memory, "file_bytes": MAX_FILE_BYTES,
+    return {"memory_bytes": None if memory == resource.RLIM_INFINITY else memory,
+            "file_bytes": MAX_FILE_BYTES,
             "job_cpu_seconds": _job_cpu_seconds()}
 
 

@@ -1,9 +1,10 @@
 """Joining a Ray cluster as a measurement node: what ``tensortune worker`` runs.
 
 A worker node is a plain Ray node started with ``ray start --address ADDR`` that
-advertises one Ray resource per device it owns (``cpu-measure``, later ``GPU``,
-``fpga``); the pools place each device's actor on a node holding that resource. Before
-advertising a device the node checks that the device is alive.
+advertises one Ray resource per device it owns (``cpu-measure``, ``opencl``, ``fpga``, and
+``GPU``, Ray's own, as ``--num-gpus``); the pools place each device's actor on a node
+holding that resource. Before advertising a device the node checks that the device is
+alive.
 """
 
 from __future__ import annotations
@@ -94,8 +95,11 @@ def worker_command(address: str, resources: dict[str, int],
     if not address:
         raise ValueError(f"no Ray address: give one (host:port) or set {RAY_ADDRESS_ENV}")
     taken = [opt for opt in ray_options
-             if opt.split("=")[0] in ("--address", "--resources", "--block", "--head")]
+             if opt.split("=")[0] in ("--address", "--resources", "--num-gpus", "--block",
+                                      "--head")]
     if taken:
         raise ValueError(f"{taken[0].split('=')[0]} is set by tensortune worker itself")
+    custom = {name: count for name, count in resources.items() if name != "GPU"}
+    gpus = [f"--num-gpus={resources['GPU']}"] if "GPU" in resources else []
     return [_ray_executable(), "start", f"--address={address}",
-            f"--resources={json.dumps(resources, sort_keys=True)}", *ray_options, "--block"]
+            f"--resources={json.dumps(custom, sort_keys=True)}", *gpus, *ray_options, "--block"]

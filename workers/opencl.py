@@ -17,31 +17,22 @@ blocks, and its provenance says so ("PoCL on CPU"). One device per OpenCL platfo
 from __future__ import annotations
 
 import functools
-import socket
-import time
 from collections.abc import Callable
-from dataclasses import replace
 from typing import Any
 
 from schedule import (
     BuildError,
+    GpuSource,
     KernelSignature,
     LaunchPlan,
     OpenCLModule,
-    ScheduleError,
     Target,
-    TensorExprError,
-    gpu_source,
-    make_schedule,
     opencl_device_name,
 )
 
-from .device import BuildResult, Device, register_device
-from .measure import ErrorKind, MeasureInput, MeasureResult, MeasureSettings, Provenance
-from .reference import ReferenceOutputs, compare_outputs, kernel_arrays, output_bytes
-from .sandbox import Sandbox, SandboxError
-
-COMPILER = "tensortune-gpu-codegen (OpenCL C; compiled by the device's driver)"
+from .device import BuildResult, register_device
+from .gpu_device import GpuDevice
+from .reference import kernel_arrays, output_bytes
 
 
 @functools.lru_cache(maxsize=1)
@@ -78,16 +69,17 @@ def run_program(started: Callable[[], None], job: dict[str, Any]) -> tuple[Any, 
 
 
 @register_device
-class OpenCLDevice(Device):
+class OpenCLDevice(GpuDevice):
     """The first device of one OpenCL platform (``device``: the target's name for it, by
     default the first platform's)."""
 
     kind = "opencl"
     resource = "opencl"
+    run_job = "workers.opencl:run_program"
+    compiler = "tensortune-gpu-codegen (OpenCL C; compiled by the device's driver)"
 
     def __init__(self, node: str = "", device: str | None = None):
         super().__init__(node)
-        self.host = socket.gethostname()
         found = dict(platforms_here())
         if device is None:
             device = next(iter(found), "pocl")
@@ -95,8 +87,6 @@ class OpenCLDevice(Device):
         self.model = found.get(device, "unknown OpenCL device")
         if device == "pocl":
             self.model += " (PoCL on CPU: a correctness device, not a GPU's timing)"
-        self._sandbox = Sandbox()
-        self._references = ReferenceOutputs()
 
     @classmethod
     def count_here(cls) -> int:
@@ -108,86 +98,16 @@ class OpenCLDevice(Device):
         return cls(node, names[slot] if slot < len(names) else None)
 
     @classmethod
-    def build(cls, inp: MeasureInput, compile_timeout: float) -> BuildResult:
-        start = time.perf_counter()
-        if inp.library:
-            return BuildResult(ErrorKind.INVALID_SCHEDULE, f"no {inp.library} baseline on "
-                               "opencl devices", compiler=COMPILER)
-        try:
-            s, args = make_schedule(inp.workload, inp.steps)
-            src = gpu_source(s, args, inp.target)
-        except (ScheduleError, TensorExprError) as err:
-            return BuildResult(ErrorKind.INVALID_SCHEDULE, str(err),
-                               time.perf_counter() - start, compiler=COMPILER)
-        return BuildResult(ErrorKind.NONE, "", time.perf_counter() - start,
-                           src.source.encode(), {"kernel": src.signature.to_json(),
-                                                 "plan": src.plan.to_json()}, COMPILER, [])
+    def compile(cls, src: GpuSource, target: Target,
+                timeout: float) -> tuple[bytes, dict[str, Any], list[str]]:
+        return src.source.encode(), {}, []  # the device's driver compiles it
 
     @property
-    def id(self) -> str:
-        return f"opencl-{self.device}@{self.host}" + (f"/{self.node[:12]}" if self.node else "")
+    def device_name(self) -> str:
+        return self.device
 
     def serves(self, target: Target) -> bool:
         return target.kind == "opencl" and target.device == self.device
 
-    def is_alive(self) -> bool:
-        try:
-            return self._sandbox.call("workers.sandbox:ping", {}, start_timeout=30.0,
-                                      timeout=30.0).status == "ok"
-        except SandboxError:
-            return False
-
-    def run(self, build: BuildResult, inp: MeasureInput,
-            settings: MeasureSettings) -> MeasureResult:
-        start = time.perf_counter()
-        provenance = Provenance(self.host, self.node, self.model, str(inp.target),
-                                build.compiler, list(build.flags), settings.timing())
-
-        def result(kind: ErrorKind, message: str = "", costs: Any = ()) -> MeasureResult:
-            return MeasureResult(list(costs), kind, message, build.build_s,
-                                 time.perf_counter() - start, self.id, time.time(), provenance)
-
-        reference = None
-        try:
-            if settings.check:
-                reference = self._references.get(inp.workload, settings)
-                if isinstance(reference, tuple):
-                    message, permanent = reference
-                    return replace(result(ErrorKind.RUNTIME_ERROR, message),
-                                   workload_error=permanent)
-            job = {"source": build.library.decode(), "signature": build.signature["kernel"],
-                   "plan": build.signature["plan"], "device": self.device,
-                   "workload": inp.workload.to_json(), "seed": settings.seed,
-                   "check": settings.check, "number": settings.number,
-                   "repeat": settings.repeat, "min_repeat_ms": settings.min_repeat_ms}
-            outcome = self._sandbox.call("workers.opencl:run_program", job,
-                                         start_timeout=settings.load_timeout,
-                                         timeout=settings.run_timeout)
-        except SandboxError as err:
-            return result(ErrorKind.DEVICE_LOST, f"{self.id}: {err}")
-        if outcome.status in ("timeout", "start_timeout"):
-            self._sandbox.restart()
-            return result(ErrorKind.RUN_TIMEOUT, f"the program {outcome.message}")
-        if outcome.status == "raised":
-            return result(ErrorKind.RUNTIME_ERROR, outcome.message)
-        if outcome.status != "ok":
-            self._sandbox.restart()
-            return result(ErrorKind.RUNTIME_ERROR, f"the program crashed: {outcome.message}")
-        value = outcome.value if isinstance(outcome.value, dict) else {}
-        if "compile_error" in value:
-            return result(ErrorKind.COMPILE_ERROR, str(value["compile_error"])[:4000])
-        costs = value.get("costs")
-        if not (isinstance(costs, list) and len(costs) == settings.repeat
-                and all(isinstance(c, float) and 0 < c < float("inf") for c in costs)):
-            return result(ErrorKind.RUNTIME_ERROR, f"the timing gave no valid costs: "
-                                                   f"{str(value)[:200]}")
-        if reference is not None:
-            mismatch = compare_outputs(outcome.blobs, reference)
-            if mismatch:
-                self._sandbox.restart()
-                return result(ErrorKind.WRONG_ANSWER, mismatch, costs)
-        return result(ErrorKind.NONE, costs=costs)
-
-    def close(self) -> None:
-        self._sandbox.close()
-        self._references.close()
+    def job(self, build: BuildResult) -> dict[str, Any]:
+        return {"source": build.library.decode(), "device": self.device}

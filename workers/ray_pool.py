@@ -115,6 +115,13 @@ def local_resources() -> dict[str, float]:
     return out
 
 
+def actor_resources(resource: str) -> dict[str, Any]:
+    """The actor options that reserve one device advertised as Ray ``resource``: GPUs are
+    Ray's own resource (``num_gpus``; Ray then shows the actor only its GPU through
+    ``CUDA_VISIBLE_DEVICES``), other devices custom resources."""
+    return {"num_gpus": 1} if resource == "GPU" else {"resources": {resource: 1}}
+
+
 def _node_ip() -> str:
     """The address of the Ray node this process belongs to."""
     node_id = ray.get_runtime_context().get_node_id()
@@ -211,7 +218,7 @@ class RayRunner(Runner):
                     key = (kind, node["NodeID"], slot)
                     if key not in self._devices:
                         handle = _RemoteDeviceActor.options(
-                            num_cpus=0, resources={cls.resource: 1}, max_restarts=0,
+                            num_cpus=0, **actor_resources(cls.resource), max_restarts=0,
                             max_task_retries=0, max_concurrency=1,
                             scheduling_strategy=NodeAffinitySchedulingStrategy(
                                 node["NodeID"], soft=False),

@@ -56,7 +56,12 @@ READY_TIMEOUT = 120.0
 #: compilers, OpenMP/BLAS runtimes and the kernel cache need; nothing else of the parent's.
 CHILD_ENVIRONMENT = ("PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "LC_CTYPE", "CC",
                      "LD_LIBRARY_PATH", "TENSORTUNE_HOME", "TENSORTUNE_CPU_ISA",
-                     "TENSORTUNE_SANDBOX_MEMORY", "OMP_", "GOMP_", "KMP_", "OPENBLAS_")
+                     "TENSORTUNE_SANDBOX_MEMORY", "OMP_", "GOMP_", "KMP_", "OPENBLAS_",
+                     "CUDA_VISIBLE_DEVICES", "CUDA_DEVICE_ORDER")
+#: The variable that sets a child's address space (read by ``workers.child``), and its value
+#: for no limit.
+MEMORY_ENV = "TENSORTUNE_SANDBOX_MEMORY"
+UNLIMITED = "unlimited"
 
 
 _LIBC = ctypes.CDLL(None, use_errno=True) if sys.platform.startswith("linux") else None
@@ -219,8 +224,9 @@ class Sandbox:
     """One child process, started on first use and restarted after it dies or is killed.
     Not thread-safe: one job at a time."""
 
-    def __init__(self, ready_timeout: float = READY_TIMEOUT):
+    def __init__(self, ready_timeout: float = READY_TIMEOUT, *, limit_address_space: bool = True):
         self.ready_timeout = ready_timeout
+        self.limit_address_space = limit_address_space
         self._proc: subprocess.Popen | None = None
         self._sock: socket.socket | None = None
         self._finalizer: weakref.finalize | None = None
@@ -232,12 +238,17 @@ class Sandbox:
         return self._proc.pid if self._proc is not None else None
 
     def _start(self) -> None:
+        environment = child_environment()
+        if not self.limit_address_space:
+            # A GPU driver maps far more virtual memory than the machine has (the device's
+            # memory and a unified address space): an address-space limit breaks it.
+            environment[MEMORY_ENV] = UNLIMITED
         parent, child = socket.socketpair()
         _close_own_proc_files()
         try:
             proc = subprocess.Popen(
                 [sys.executable, "-m", "workers.child", str(child.fileno())],
-                pass_fds=(child.fileno(),), start_new_session=True, env=child_environment(),
+                pass_fds=(child.fileno(),), start_new_session=True, env=environment,
                 stdin=subprocess.DEVNULL, preexec_fn=_confine_child)
         except OSError as err:
             parent.close()

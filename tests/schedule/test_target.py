@@ -393,13 +393,17 @@ def test_read_cache_sizes_from_fake_sysfs(tmp_path: Path) -> None:
 
 
 def test_cuda_detection_uses_nvidia_smi(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(target_mod, "_query_nvidia_smi", lambda: ("9.0", "NVIDIA H100"))
+    monkeypatch.setattr(target_mod, "nvidia_gpus",
+                        lambda: (("9.0", "NVIDIA H100"), ("8.0", "NVIDIA A100")))
     t = Target.parse("cuda")
     assert str(t) == "cuda -arch=sm_90" and t.model_name == "NVIDIA H100"
     t = Target.parse("cuda -max-threads-per-block=512")
     assert str(t) == "cuda -arch=sm_90 -max-threads-per-block=512"
-    monkeypatch.setattr(target_mod, "_query_nvidia_smi", lambda: None)
+    monkeypatch.setattr(target_mod, "nvidia_gpus", lambda: ())
     with pytest.raises(ValueError, match="-arch"):
+        Target.parse("cuda")
+    monkeypatch.setattr(target_mod, "nvidia_gpus", lambda: (("9.x", "odd"),))
+    with pytest.raises(ValueError, match="unreadable compute capability '9.x'"):
         Target.parse("cuda")
 
 

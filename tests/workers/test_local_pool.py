@@ -126,7 +126,8 @@ def test_the_pool_goes_on_after_the_bad_batch(pool: LocalPool, batch) -> None:
     (MeasureInput(MATMUL, "tpu", []), "measure input 1: unknown target kind 'tpu'"),
     (MeasureInput(MATMUL, "cpu -isa=avx9", []), "measure input 1: unknown cpu isa 'avx9'"),
     (MeasureInput(MATMUL, "cuda -arch=sm_80", []),
-     "no measurement device for target kind 'cuda'"),
+     "measure input 1: no device of this pool serves target 'cuda -arch=sm_80' "
+     "\\(devices: cpu@"),
     (MeasureInput({"op": "matmull", "params": {}}, "cpu", []),
      "measure input 1: unknown operator 'matmull'"),
     (MeasureInput({"op": "matmul", "params": {"M": -1, "N": 1, "K": 1}}, "cpu", []),

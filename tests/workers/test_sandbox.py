@@ -135,3 +135,23 @@ def test_the_child_environment_keeps_only_named_variables() -> None:
                              "TENSORTUNE_DB_URL": "sqlite:///x", "TENSORTUNE_HOME": "/h"})
     assert {k: v for k, v in env.items() if k != "PYTHONPATH"} == {
         "PATH": "/bin", "OMP_NUM_THREADS": "2", "TENSORTUNE_HOME": "/h"}
+
+
+def test_a_gpu_devices_child_has_no_address_space_limit_but_keeps_the_others() -> None:
+    """A GPU driver maps the device's memory into the process: the cuda device's sandbox
+    lifts the address-space limit, and only that one."""
+    box = Sandbox(limit_address_space=False)
+    try:
+        out = box.call(f"{JOBS}:snoop_job", {"names": ["PATH"], "port": 1},
+                       start_timeout=30, timeout=30)
+        isolation = box.isolation
+    finally:
+        box.close()
+    assert out.status == "ok", out.message
+    limits = out.value["limits"]
+    assert limits["RLIMIT_AS"] == resource.RLIM_INFINITY
+    assert isolation["memory_bytes"] is None
+    assert 0 < limits["RLIMIT_CPU"] != resource.RLIM_INFINITY
+    assert 0 < limits["RLIMIT_FSIZE"] != resource.RLIM_INFINITY
+    assert limits["RLIMIT_CORE"] == 0
+    assert out.value["rejoined"] is False
