@@ -93,6 +93,8 @@ def test_vector_math_at_other_widths_matches_the_16_lane_version(name: str, lane
     _kernel(name, lanes)(x, got)
     np.testing.assert_array_equal(got, reference)
     assert ("__builtin_ia32_scalefps512_mask" in sixteen.source) == (LANES == 16)
+    # and clamps the argument with one vmaxps and one vminps, NaN passing through
+    assert ("__builtin_ia32_maxps512_mask" in sixteen.source) == (LANES == 16)
 
 
 def test_a_function_without_a_vector_version_is_named() -> None:

@@ -91,6 +91,24 @@ def test_tile_sampling_includes_non_dividing_factors():
         assert decision.is_valid(decision.mutate(v, rng))
 
 
+@pytest.mark.parametrize(("extent", "allowed"), [
+    (3072, {16, 32, 48, 64}),     # whole vectors of 16 lanes divide it
+    (1000, {8, 40}),              # none does: whole halves of one
+    (1004, {4}),                  # nor a half: quarters
+    (999, {1, 3, 9, 27, 37}),     # odd: any divisor
+])
+def test_a_reduction_factor_is_drawn_in_whole_vectors_or_the_largest_parts_of_one(
+        extent: int, allowed: set[int]) -> None:
+    """The partial results of a factored reduction fill vectors of 16 lanes where a divisor
+    allows; a row of 1000 is factored by 8 or 40 (whole half-vectors), never by 4 or 5."""
+    decision = TileDecision(extent, 1, max_innermost=64, innermost_multiple=16,
+                            inexact_probability=0.0)
+    rng = random.Random(1)
+    drawn = {decision.sample(rng)[0] for _ in range(200)}
+    assert drawn == allowed
+    assert set(decision.innermost_choices()) == allowed
+
+
 def test_an_axis_read_in_blocks_is_tiled_in_whole_blocks():
     """A weight packed in panels of 16 columns (``W[j // 16, k, j % 16]``): every sketch's
     innermost tile of ``j`` is a whole number of panels, so a vector of lanes reads one
