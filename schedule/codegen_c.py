@@ -21,9 +21,23 @@ import math
 
 from . import dtype as dt
 from . import vmath
-from .arith import const_bounds
+from .arith import const_bounds, linear
 from .cpu_intrin import DOT_CALL, lower_dot_products
-from .expr import Binary, Call, Cast, Compare, Const, Expr, Load, Logic, Not, Select, Var
+from .expr import (
+    Binary,
+    Call,
+    Cast,
+    Compare,
+    Const,
+    Expr,
+    Load,
+    Logic,
+    Not,
+    Select,
+    Var,
+    free_vars,
+    substitute,
+)
 from .hoist import hoist_accumulators
 from .loop_ir import (
     Allocate,
@@ -52,6 +66,10 @@ _VNNI = "avx512vnni"
 
 # Buffers computed inside loops go on the stack up to this size; larger ones on the heap.
 MAX_STACK_BYTES = 256 * 1024
+#: the operators a tree reduction combines parts with: (name, C expression of a0 and a1),
+#: max and min as the C code generator prints them elsewhere
+_TREE_OPS = {"+": ("add", "a0 + a1"), "max": ("max", "a0 > a1 ? a0 : a1"),
+             "min": ("min", "a0 < a1 ? a0 : a1")}
 
 _PRELUDE = """\
 #include <stdint.h>
@@ -424,6 +442,8 @@ class CCodegen(SourcePrinter):
                   f"{self.expr(s.value)};")
 
     def visit_for(self, s: For) -> None:
+        if self._tree_reduction(s):
+            return
         var = self.name(s.var, s.var.name)
         kind = s.kind
         if kind == For.TENSORIZED:
@@ -449,6 +469,60 @@ class CCodegen(SourcePrinter):
         self.nested(s.body)
         self.emit("}")
         self.in_parallel = was_parallel
+
+    def _tree_reduction(self, s: For) -> bool:
+        """Print ``acc = acc op part[base + k]`` over a serial loop of k (the partial results
+        of a factored reduction meeting in one element: the last step of a row's max or
+        sum) as one call of a helper that combines the parts pairwise, halves of the array
+        at a time, so the dependent chain is log2(n) steps, not n, and the halves are vector
+        operations. Sums are re-associated (as factoring the reduction already did); max and
+        min are exact. False, and nothing printed, for any other loop."""
+        store = s.body
+        extent = s.extent
+        if not (s.kind == For.SERIAL and isinstance(extent, Const) and extent.value >= 8
+                and isinstance(store, Store) and isinstance(store.value, Binary)
+                and store.value.op in _TREE_OPS and store.value.dtype != "bool"
+                and split_vector_dtype(store.value.dtype)[1] == 1):
+            return False
+        acc, part = store.value.a, store.value.b
+        if store.value.op == "+" and isinstance(part, Load) and part.source is store.buffer:
+            acc, part = part, acc
+        index = store.indices[0]
+        if not (isinstance(acc, Load) and acc.source is store.buffer
+                and acc.indices[0].key() == index.key() and s.var not in free_vars(index)
+                and isinstance(part, Load) and part.source is not store.buffer
+                and part.source not in self.promoted and part.dtype == store.value.dtype):
+            return False
+        lin = linear(part.indices[0])
+        if lin is None or lin.terms.get(s.var.key()) != 1 or any(
+                s.var in free_vars(atom) for key, atom in lin.atoms.items()
+                if key != s.var.key()):
+            return False
+        base = substitute(part.indices[0], {s.var: Const(0, s.var.dtype)})
+        n, op, dtype = int(extent.value), store.value.op, store.value.dtype
+        ct = dt.c_type(dtype)
+        name = f"tt_tree_{_TREE_OPS[op][0]}_{dtype}_{n}"
+        self.helpers.setdefault(name, (
+            f"static inline {ct} {name}(const {ct}* p) {{\n"
+            f"  {ct} t[{n}];\n"
+            f"  for (int i = 0; i < {n}; ++i) t[i] = p[i];\n"
+            f"  for (int w = {n}; w > 1; w = (w + 1) / 2) {{\n"
+            f"    int h = (w + 1) / 2;\n"
+            f"    for (int i = 0; i < w - h; ++i) {{ {ct} a0 = t[i], a1 = t[i + h]; "
+            f"t[i] = {_TREE_OPS[op][1]}; }}\n"
+            f"  }}\n  return t[0];\n}}"))
+        tree = f"{name}(&{self.buf_name(part.source)}[{self.expr(base)}])"
+        if op == "+":
+            text = f"({self.expr(acc)} + {tree})"
+        else:
+            combine = self._define_scalar(op, dtype, 2, _TREE_OPS[op][1])
+            text = f"{combine}({self.expr(acc)}, {tree})"
+        if store.buffer in self.promoted:
+            target = self._reg(store.buffer, int(index.value))
+        else:
+            target = f"{self.buf_name(store.buffer)}[{self.expr(index)}]"
+        self.emit(f"{target} = {text};")
+        return True
 
     def visit_allocate(self, s: Allocate) -> None:
         buf = s.buffer

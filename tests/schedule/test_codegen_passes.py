@@ -315,3 +315,49 @@ def test_a_stride2_conv_on_14_columns_keeps_masked_accumulators_in_registers():
     assert "conv_local_acc0_r0 = tt_load_float32x16_first14(&conv_local[" in source
     loop = source.index("for (int32_t rc = 0")
     assert "conv_local[" not in source[loop:source.index("}", loop)]
+
+
+# --------------------------------------------------------------- partial results combined as a tree
+
+
+def _row_reduction_factored(rows: int, cols: int, factor: int, kind: str):
+    """Each row reduced through ``factor`` partial results computed at the row loop (a
+    softmax's or layer_norm's pass), their last step a loop over the partials."""
+    A = te.placeholder((rows, cols), name="A")
+    k = te.reduce_axis((0, cols), name="k")
+    reducer = {"sum": te.sum, "max": te.max, "min": te.min}[kind]
+    R = te.compute((rows,), lambda i: reducer(A[i, k], axis=k), name="R")
+    s = te.create_schedule(R)
+    ko, ki = s[R].split(s[R].op.reduce_axis[0], factor=factor)
+    rf = s.rfactor(R, ki)
+    s[rf].compute_at(s[R], s[R].op.axis[0])
+    s[R].parallel(s[R].op.axis[0])
+    return s, [A, R]
+
+
+@pytest.mark.parametrize(("cols", "factor", "kind"), [
+    (3072, 64, "sum"), (1000, 40, "max"), (1000, 40, "min"), (999, 27, "sum"), (96, 8, "max")])
+def test_partial_results_meet_in_a_tree_and_match_numpy(cols: int, factor: int,
+                                                        kind: str) -> None:
+    """The loop that folds a row's partial results into its output is one call of a helper
+    that combines them pairwise (log2(n) dependent steps, not n); sums are re-associated,
+    max and min exact."""
+    s, args = _row_reduction_factored(6, cols, factor, kind)
+    mod = build(s, args)
+    assert f"tt_tree_{'add' if kind == 'sum' else kind}_float32_{factor}(&R_rf[" in mod.source
+    a = np.random.default_rng(cols).standard_normal((6, cols)).astype("float32")
+    out = np.zeros(6, "float32")
+    mod(a, out)
+    expected = {"sum": a.sum(axis=1), "max": a.max(axis=1), "min": a.min(axis=1)}[kind]
+    if kind == "sum":
+        np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-4)
+    else:
+        np.testing.assert_array_equal(out, expected)
+
+
+def test_a_short_fold_or_a_loop_of_another_shape_stays_a_loop() -> None:
+    s, args = _row_reduction_factored(4, 64, 4, "sum")
+    assert "tt_tree_" not in build(s, args).source  # 4 partials: the loop is as short
+    A = te.placeholder((64,), name="A")
+    B = te.compute((64,), lambda i: A[i] * 2.0, name="B")
+    assert "tt_tree_" not in build(te.create_schedule(B), [A, B]).source
