@@ -66,6 +66,8 @@ _VNNI = "avx512vnni"
 
 # Buffers computed inside loops go on the stack up to this size; larger ones on the heap.
 MAX_STACK_BYTES = 256 * 1024
+#: the most parts a tree reduction combines (its helper copies them to the stack first)
+MAX_TREE_PARTS = 4096
 #: the operators a tree reduction combines parts with: (name, C expression of a0 and a1),
 #: max and min as the C code generator prints them elsewhere
 _TREE_OPS = {"+": ("add", "a0 + a1"), "max": ("max", "a0 > a1 ? a0 : a1"),
@@ -471,16 +473,18 @@ class CCodegen(SourcePrinter):
         self.in_parallel = was_parallel
 
     def _tree_reduction(self, s: For) -> bool:
-        """Print ``acc = acc op part[base + k]`` over a serial loop of k (the partial results
-        of a factored reduction meeting in one element: the last step of a row's max or
-        sum) as one call of a helper that combines the parts pairwise, halves of the array
-        at a time, so the dependent chain is log2(n) steps, not n, and the halves are vector
-        operations. Sums are re-associated (as factoring the reduction already did); max and
-        min are exact. False, and nothing printed, for any other loop."""
+        """Print ``acc = acc op part[base + k]`` over a serial loop of k (8 to
+        ``MAX_TREE_PARTS`` parts: the partial results of a factored reduction meeting in one
+        element, the last step of a row's max or sum, or a plain sum of a row) as one call
+        of a helper that combines the parts pairwise, halves of the array at a time, so the
+        dependent chain is log2(n) steps, not n, and the halves are vector operations. Sums
+        are re-associated (pairwise: no less accurate than in order); max and min are
+        exact. False, and nothing printed, for any other loop."""
         store = s.body
         extent = s.extent
-        if not (s.kind == For.SERIAL and isinstance(extent, Const) and extent.value >= 8
-                and isinstance(store, Store) and isinstance(store.value, Binary)
+        if not (s.kind == For.SERIAL and isinstance(extent, Const)
+                and 8 <= extent.value <= MAX_TREE_PARTS and isinstance(store, Store)
+                and isinstance(store.value, Binary)
                 and store.value.op in _TREE_OPS and store.value.dtype != "bool"
                 and split_vector_dtype(store.value.dtype)[1] == 1):
             return False

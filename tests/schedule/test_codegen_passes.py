@@ -355,9 +355,15 @@ def test_partial_results_meet_in_a_tree_and_match_numpy(cols: int, factor: int,
         np.testing.assert_array_equal(out, expected)
 
 
-def test_a_short_fold_or_a_loop_of_another_shape_stays_a_loop() -> None:
+def test_a_short_or_long_fold_or_a_loop_of_another_shape_stays_a_loop() -> None:
     s, args = _row_reduction_factored(4, 64, 4, "sum")
     assert "tt_tree_" not in build(s, args).source  # 4 partials: the loop is as short
+    A = te.placeholder((2, 8192), name="A")
+    k = te.reduce_axis((0, 8192), name="k")
+    R = te.compute((2,), lambda i: te.sum(A[i, k], axis=k), name="R")
+    assert "tt_tree_" not in build(te.create_schedule(R), [A, R]).source  # 32 KB of stack
+    R = te.compute((2,), lambda i: te.sum(A[i, k] * 2.0, axis=k), name="R")
+    assert "tt_tree_" not in build(te.create_schedule(R), [A, R]).source  # not a plain fold
     A = te.placeholder((64,), name="A")
     B = te.compute((64,), lambda i: A[i] * 2.0, name="B")
     assert "tt_tree_" not in build(te.create_schedule(B), [A, B]).source
