@@ -19,7 +19,7 @@ import re
 import shutil
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -113,6 +113,23 @@ def gpu_source(s: Schedule, args: Sequence[Tensor], target: str | Target,
                      signature, func, program)
 
 
+def timed_repeats(seconds_for: Callable[[int], float], number: int, repeat: int,
+                  min_repeat_ms: int) -> list[float]:
+    """Seconds per call, one figure per repeat: ``seconds_for(n)`` times ``n`` calls on the
+    device; ``n`` grows (from ``number``, at most 2^20) until a repeat lasts
+    ``min_repeat_ms``."""
+    results = []
+    for _ in range(repeat):
+        while True:
+            spent = seconds_for(number)
+            if spent * 1000 >= min_repeat_ms or number >= 1 << 20:
+                results.append(spent / number)
+                break
+            number = min(1 << 20, max(number + 1, int(number * 1.2 * min_repeat_ms
+                                                      / max(spent * 1000, 1e-3))))
+    return results
+
+
 # ---------------------------------------------------------------------------- OpenCL
 
 
@@ -199,16 +216,9 @@ class OpenCLModule(ArrayKernel):
         self.check_timing(arrays, number, repeat, min_repeat_ms, flush_bytes)
         buffers = self._device_args(arrays)
         self._wait(self._launch(buffers))
-        results = []
-        for _ in range(repeat):
-            while True:
-                spent = sum(self._wait(self._launch(buffers)) for _ in range(number))
-                if spent * 1000 >= min_repeat_ms or number >= 1 << 20:
-                    results.append(spent / number)
-                    break
-                number = min(1 << 20, max(number + 1, int(number * 1.2 * min_repeat_ms
-                                                          / max(spent * 1000, 1e-3))))
-        return results
+        return timed_repeats(
+            lambda calls: sum(self._wait(self._launch(buffers)) for _ in range(calls)),
+            number, repeat, min_repeat_ms)
 
     def _wait(self, events: list[Any]) -> float:
         for e in events:
@@ -371,21 +381,16 @@ class CudaModule(ArrayKernel):
         if self._flush is None:
             self._flush = self.ctx.alloc(flush_size)
         start, end = self.ctx.event(), self.ctx.event()
-        results = []
-        for _ in range(repeat):
-            while True:
-                self.ctx.memset(self._flush, 0, flush_size)
-                self.ctx.record(start)
-                for _ in range(number):
-                    self._launch()
-                self.ctx.record(end)
-                spent = self.ctx.elapsed_seconds(start, end)
-                if spent * 1000 >= min_repeat_ms or number >= 1 << 20:
-                    results.append(spent / number)
-                    break
-                number = min(1 << 20, max(number + 1, int(number * 1.2 * min_repeat_ms
-                                                          / max(spent * 1000, 1e-3))))
-        return results
+
+        def calls_after_a_flush(calls: int) -> float:
+            self.ctx.memset(self._flush, 0, flush_size)
+            self.ctx.record(start)
+            for _ in range(calls):
+                self._launch()
+            self.ctx.record(end)
+            return self.ctx.elapsed_seconds(start, end)
+
+        return timed_repeats(calls_after_a_flush, number, repeat, min_repeat_ms)
 
     def close(self) -> None:
         self.ctx.close()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import socket
 import time
 from abc import abstractmethod
+from collections.abc import Callable
 from dataclasses import replace
 from typing import Any, ClassVar
 
@@ -19,6 +20,7 @@ from schedule import (
     BuildError,
     CompileTimeout,
     GpuSource,
+    KernelSignature,
     ScheduleError,
     Target,
     TensorExprError,
@@ -28,8 +30,23 @@ from schedule import (
 
 from .device import BuildResult, Device
 from .measure import ErrorKind, MeasureInput, MeasureResult, MeasureSettings, Provenance
-from .reference import ReferenceOutputs, compare_outputs
+from .reference import ReferenceOutputs, compare_outputs, kernel_arrays, output_bytes
 from .sandbox import Sandbox, SandboxError
+
+
+def check_and_time(module: Any, signature: KernelSignature, job: dict[str, Any],
+                   started: Callable[[], None]) -> tuple[list[float], list[bytes]]:
+    """In a run job: make the workload's inputs, signal the start, run the module once for
+    the check (its outputs' bytes, when the job checks) and time it: (costs, outputs)."""
+    arrays = kernel_arrays(signature, job["workload"], job["seed"])
+    started()
+    outputs: list[bytes] = []
+    if job["check"]:
+        module(*arrays)
+        outputs = output_bytes(arrays, signature)
+    costs = module.time(*arrays, number=job["number"], repeat=job["repeat"],
+                        min_repeat_ms=job["min_repeat_ms"])
+    return costs, outputs
 
 
 class GpuDevice(Device):

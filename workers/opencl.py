@@ -31,8 +31,7 @@ from schedule import (
 )
 
 from .device import BuildResult, register_device
-from .gpu_device import GpuDevice
-from .reference import kernel_arrays, output_bytes
+from .gpu_device import GpuDevice, check_and_time
 
 
 @functools.lru_cache(maxsize=1)
@@ -57,14 +56,7 @@ def run_program(started: Callable[[], None], job: dict[str, Any]) -> tuple[Any, 
     except BuildError as err:
         started()
         return {"compile_error": str(err)}, []
-    arrays = kernel_arrays(signature, job["workload"], job["seed"])
-    started()
-    outputs: list[bytes] = []
-    if job["check"]:
-        mod(*arrays)
-        outputs = output_bytes(arrays, signature)
-    costs = mod.time(*arrays, number=job["number"], repeat=job["repeat"],
-                     min_repeat_ms=job["min_repeat_ms"])
+    costs, outputs = check_and_time(mod, signature, job, started)
     return {"costs": costs, "compile_s": mod.build_seconds}, outputs
 
 
