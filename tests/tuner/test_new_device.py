@@ -142,9 +142,9 @@ def test_a_pool_of_a_new_builder_and_runner_is_tuned_on(tmp_path: Path) -> None:
 
 
 class FakeAcceleratorDevice(LoweredTextDevice):
-    """A new device kind: an accelerator reached as ``cuda`` targets (a kind no device of
-    this project serves yet), whose "time" is a function of the schedule's split factor
-    (8 is best)."""
+    """A new device kind: an accelerator reached as ``cuda`` targets (standing in for the
+    project's cuda device while a test runs: target kinds are a fixed set), whose "time" is
+    a function of the schedule's split factor (8 is best)."""
 
     kind = "cuda"
     resource = "fake-accelerator"
@@ -185,6 +185,9 @@ class SplitSearch(SearchPolicy):
 
 @pytest.fixture
 def accelerator_kind() -> Iterator[None]:
+    """The fake accelerator stands in for the cuda kind while a test runs; the real cuda
+    device is registered again after it."""
+    real = device_type("cuda")
     register_device(FakeAcceleratorDevice)
     register_policy("split-search", SplitSearch, target_kinds=("cuda",))
     try:
@@ -192,6 +195,7 @@ def accelerator_kind() -> Iterator[None]:
     finally:
         unregister_policy("split-search")
         unregister_device("cuda")
+        register_device(real)
 
 
 def test_a_new_device_kind_registered_with_its_policy_is_tuned_on(
