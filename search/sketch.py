@@ -231,6 +231,8 @@ def _location(task: SearchTask, s: te.Schedule, op: SketchOp, decide: Decide) ->
     # region would be recomputed per thread (a later rule may stage it in shared memory)
     host, depth = _host_loops(s, stage) if not task.target.is_gpu else (None, 0)
     if host is not None:
+        depth = _without_repeats(host, stage, depth)
+    if host is not None:
         choices += list(range(depth))
     choice = decide(f"location:{stage.name}", ChoiceDecision(tuple(choices)))
     if choice == "inline":
@@ -263,6 +265,33 @@ def _host_loops(s: te.Schedule, stage: te.Stage) -> tuple[te.Stage | None, int]:
         else:
             return host, depth
     return None, 0
+
+
+def _without_repeats(host: te.Stage, stage: te.Stage, depth: int) -> int:
+    """How many of ``host``'s first ``depth`` loops a reduction ``stage`` may be computed in
+    without computing the same values again: inside a loop (of more than one iteration)
+    whose axes index none of the host's reads of ``stage``, every iteration would redo the
+    whole reduction the last one did (a softmax's row maximum computed in the loop over the
+    row's vectors was reduced again for every vector: those programs took minutes to
+    measure). An element-wise stage keeps every loop: recomputing a convolution's padding
+    per tile of output channels is cheap, and keeps the tile's inputs in cache. Where the
+    host reads ``stage`` only through other stages, all ``depth`` loops stay."""
+    if not stage.op.reduce_axis:
+        return depth
+    output = stage.op.output
+    reads = [node for node in expr.walk(host.op.body)
+             if isinstance(node, expr.Load) and node.source.name == output.name]
+    if not reads:
+        return depth
+    read_vars = set().union(*(expr.free_vars(i) for load in reads for i in load.indices))
+    leaves = list(host.leaf_iter_vars)
+    values = host.root_values({iv: iv.var for iv in leaves})
+    axes = list(host.op.axis) + list(host.op.reduce_axis)
+    for d, leaf in enumerate(leaves[:depth]):
+        fed = [axis for axis in axes if leaf.var in expr.free_vars(values[axis])]
+        if leaf.extent > 1 and not any(axis.var in read_vars for axis in fed):
+            return d
+    return depth
 
 
 def _attach_loop_in(stage: te.Stage, host: te.Stage) -> te.IterVar | None:

@@ -454,3 +454,20 @@ def test_a_batch_of_one_runs_the_rows_in_parallel_around_a_per_row_reduction():
             build(s, args)(*inputs, out)
             np.testing.assert_allclose(out, expected, rtol=2e-4, atol=2e-4)
     assert found
+
+
+def test_a_reduction_is_never_computed_where_it_would_be_redone_for_the_same_values():
+    """A row's maximum and sum are computed at the output's row loop or at the root, never
+    inside the loop over the row's elements (where each iteration would reduce the whole row
+    again); a convolution's padding, an element-wise stage, keeps its deeper locations."""
+    softmax = SearchTask(Workload.op("softmax", M=8, N=256), "cpu")
+    for sketch in generate_sketches(softmax):
+        space = decision_space(softmax, sketch)
+        for name in ("location:T_softmax_maxelem", "location:T_softmax_expsum"):
+            if name in space:
+                assert set(space[name].choices) <= {"root", 0}, (name, space[name])
+    conv = SearchTask(Workload.op("conv2d_nchw", N=1, C=16, H=14, W=14, K=16, R=3, S=3,
+                                  padding=1), "cpu")
+    depths = {c for sketch in generate_sketches(conv)
+              for c in decision_space(conv, sketch)["location:pad"].choices}
+    assert {0, 1, 2} <= depths
