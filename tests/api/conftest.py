@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -116,7 +117,9 @@ def finished_job(server: Server) -> dict:
 @pytest.fixture(scope="session")
 def failing_job(server: Server) -> dict:
     """A tiny job whose every candidate fails (a compile time limit no build meets),
-    followed to its end."""
+    followed to its end. The server's kernel cache is emptied first: a program another job
+    of the same workload compiled would come from it, with no compile to time out."""
+    shutil.rmtree(server.home / "kernels", ignore_errors=True)
     spec = {**TINY_JOB, "measure": {**TINY_JOB["measure"], "compile_timeout": 0.001}}
     with server.client("submitter") as api:
         created = api.submit(spec)

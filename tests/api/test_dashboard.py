@@ -159,10 +159,11 @@ def test_failed_candidates_are_marked_by_error_kind(server: Server, failing_job:
     dom = chromium(tmp_path / "profile-errors", "--dump-dom",
                    _page(server, failing_job["created"]["id"])).stdout
     marks = re.findall(r'class="trial-error" data-error-kind="([a-z_]+)"', dom)
-    assert len(marks) == 8 and set(marks) == kinds
+    failed = [t for t in task["trials"] if t["error_kind"] != "none"]  # re-measures too
+    assert len(marks) == len(failed) >= 8 and set(marks) == kinds
     assert "no valid measurement yet" in dom
     [kind] = kinds
-    assert f"✕ {kind} 8" in dom  # the legend counts them
+    assert f"✕ {kind} {len(failed)}" in dom  # the legend counts them
     example = next(t["error"] for t in trials if t["error_kind"] == kind)
     assert f'<li data-error-kind="{kind}"><strong>{kind}: </strong><span>{example}' in dom
 
