@@ -29,6 +29,7 @@ from .loop_ir import (
     UnrolledSize,
     seq,
 )
+from .tighten import live_extent
 
 # Explicitly unrolled loops larger than this are kept as loops (code size guard).
 MAX_UNROLL_STEPS = 4096
@@ -215,6 +216,9 @@ class _PartitionGuards(StmtMutator):
 
 def _version_loop(s: For, fixed: set[Var], ranges: arith.Ranges,
                   done: dict[int, IfThenElse]) -> Stmt:
+    live = live_extent(s, ranges)
+    if live is not None:
+        s = For(s.var, live, s.kind, s.body, s.pragmas, s.intrin)
     inner_fixed = fixed | {s.var}
     bounds = arith.const_bounds(s.extent, ranges)
     inner_ranges = dict(ranges)

@@ -127,6 +127,25 @@ def read_block(stage: te.Stage, axis: te.IterVar) -> int:
     return block
 
 
+def panel_operands(stage: te.Stage) -> list[str]:
+    """The tensors (by name) ``stage`` reads along its vector axis (the last spatial one,
+    as the last index, alone) and down a reduction in another index: a GEMM's ``B[k, j]``.
+    Each step of a register tile reads a row piece of them a whole row further on, so the
+    steps' reads map to few cache sets (rows 4 KB apart all fall in one); a packed copy of
+    the rows a tile reads (the ``pack`` sketch op) puts them next to each other."""
+    if not stage.op.axis or not stage.op.reduce_axis:
+        return []
+    vector = stage.op.axis[-1].var
+    reduce_vars = {a.var for a in stage.op.reduce_axis}
+    out: list[str] = []
+    for load in reads(stage):
+        *outer, last = load.indices
+        if last is vector and load.source.name not in out and any(
+                expr.free_vars(i) & reduce_vars for i in outer):
+            out.append(load.source.name)
+    return out
+
+
 #: at most this many copies of a stage's body are unrolled to settle its branches
 MAX_BRANCH_COPIES = 64
 _ORDER = ("<", "<=", ">", ">=")

@@ -10,12 +10,14 @@ rows; each step of the reduction loads ``V`` vectors and ``B`` broadcast values 
 hide the FMA latency, or too many for the register file, or too many loads per
 multiply-add (a BERT dense layer's search settled on 8 rows x 1 vector, 0.6 of the FMA
 peak, where 8 x 3 runs at 0.7). The prior draws ``V`` from 1 to 3 vectors and ``B`` so that
-``V x B`` fills between half and all of the registers left for accumulators, and the
+``V x B`` fills between three quarters and all of the registers left for accumulators, and the
 reduction's inner tile as long as its decision allows (the accumulators stay in registers
 over a long run); every outer level is drawn uniformly, and evolution takes it from there.
-A vector axis that no whole vector divides is drawn as whole vectors with the last tile
-partial (383 columns), or, on a target with masked vectors, as one mostly full masked
-vector where that is all it holds (a stride-2 conv's 14 output columns).
+Where the axes allow partial last tiles, widths and row counts that divide nothing are
+drawn too: whole vectors with the last tile partial (383 columns, or 3 vectors of 1024
+columns), one mostly full masked vector on a target with masked vectors where that is all
+the axis holds (a stride-2 conv's 14 output columns), and any row count (16 registers on
+AVX2 hold 12 accumulators: 6 rows x 2 vectors or 4 x 3, neither of which divides 1024).
 """
 
 from __future__ import annotations
@@ -76,10 +78,12 @@ class RegisterTiles:
             (vector_name, vector), rows = spatial[-1], spatial[:-1]
             widths = [f for f in vector.innermost_choices()
                       if self._fills_vectors(f) and f <= MAX_VECTORS * self.lanes]
-            if not widths and vector.inexact_probability > 0:
-                # no divisor does (383 columns): whole vectors, the last tile partial
-                widths = [v * self.lanes for v in range(1, MAX_VECTORS + 1)
-                          if v * self.lanes <= min(vector.extent, vector.max_innermost)]
+            if vector.inexact_probability > 0:
+                # whole vectors that divide nothing too (383 columns; 3 vectors of 1024),
+                # the last tile partial
+                widths += [v * self.lanes for v in range(1, MAX_VECTORS + 1)
+                           if v * self.lanes <= min(vector.extent, vector.max_innermost)
+                           and v * self.lanes not in widths]
             if not widths:
                 continue
             width = rng.choice(widths)
@@ -92,9 +96,11 @@ class RegisterTiles:
                                      if vectors * f <= MAX_VECTORS] or [1])
                 vectors *= factor
                 out[name] = d.sample_around(factor, rng)
-            budget = rng.randint(self.accumulators // 2, self.accumulators) // vectors
+            budget = rng.randint(self.accumulators * 3 // 4, self.accumulators) // vectors
             for name, d in rng.sample(broadcast, len(broadcast)):
                 fits = [f for f in d.innermost_choices() if f <= budget] or [1]
+                if d.inexact_probability > 0:  # 6 rows of 1024, the last tile partial
+                    fits = sorted({*fits, *range(1, min(budget, d.extent, d.max_innermost) + 1)})
                 factor = max(fits) if rng.random() < 0.5 else rng.choice(fits)
                 out[name] = d.sample_around(factor, rng)
                 budget = max(1, budget // factor)

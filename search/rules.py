@@ -134,7 +134,9 @@ def add_rfactor(ctx: SketchContext, stage: te.Stage) -> RuleResult | None:
 def multi_level_tiling(ctx: SketchContext, stage: te.Stage) -> RuleResult | None:
     """Tile stages with data reuse; fuse an element-wise consumer into the tile (at level
     1 or 2), or add a cache-write accumulator stage fused the same way; keep the plain
-    tiling as an alternative."""
+    tiling as an alternative. A fused tiling that reads an operand a row apart per step
+    (``analysis.panel_operands``: a GEMM's right-hand side) is also offered with that
+    operand packed per tile (the ``pack`` op)."""
     if not analysis.needs_multi_level_tiling(stage):
         return None
     plain = [SketchOp("tile", stage.name)]
@@ -145,7 +147,10 @@ def multi_level_tiling(ctx: SketchContext, stage: te.Stage) -> RuleResult | None
         local = f"{stage.name}.local"
         fused = [[SketchOp("cache_write", stage.name),
                   SketchOp("tile", local, level, stage.name)] for level in (1, 2)]
-    return RuleResult([*fused, plain], skip_rest=True)
+    panels = analysis.panel_operands(stage)
+    packed = [[*ops, *(SketchOp("pack", ops[-1].stage, operand=name) for name in panels)]
+              for ops in fused] if panels else []
+    return RuleResult([*fused, *packed, plain], skip_rest=True)
 
 
 def tensorize_int8_dot(ctx: SketchContext, stage: te.Stage) -> RuleResult | None:
@@ -283,6 +288,8 @@ def _describe(rule: str, ops: list[SketchOp]) -> str:
             text += " per row"
         if op.kind == "gpu_tile":
             text += f" SSSRRSRS@{op.consumer} (blocks, vthreads, threads; shared inputs)"
+        if op.kind == "pack":
+            text = f"pack {op.operand} for {op.stage}"
         if op.intrin and op.kind == "tile":
             text += f" tensorized {op.intrin}"
         parts.append(text)

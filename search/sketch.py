@@ -1,7 +1,8 @@
 """Sketches: program structures derived by rules, and their instantiation with decisions.
 
 A sketch is a list of ``SketchOp``s (inline a stage, add a cache stage, tile a stage with
-or without fusing its consumer, factor a reduction, leave a stage's location open),
+or without fusing its consumer, pack an operand per tile, factor a reduction, leave a
+stage's location open),
 derived by visiting stages from the outputs to the inputs and applying the first rules
 that match (``rules.py``). A sketch leaves decisions open: tile factors, compute
 locations, how many outer loops run in parallel, vectorization splits and the
@@ -27,19 +28,23 @@ from .task import SearchTask
 UNROLL_STEPS = (0, 16, 64, 512)
 VECTOR_SPLITS = (4, 8, 16, 32, 64)
 MAX_VECTOR_EXTENT = 64
+#: the tile levels a packed operand's panel may be copied at (``_pack``)
+PACK_LEVELS = (0, 1)
 #: below this many FLOPs a program may also run on one thread (no parallel loop)
 SERIAL_FLOPS = 4e6
 
 
 @dataclass(frozen=True)
 class SketchOp:
-    kind: str  # inline | cache_write | tile | gpu_tile | cross_thread | rfactor | location
+    kind: str  # inline | cache_write | tile | pack | gpu_tile | cross_thread | rfactor | location
     stage: str
     fuse_level: int = 0  # tile: 0 = no consumer fusion, 1 or 2 = compute at that tile level
     consumer: str = ""
     at_rows: bool = False  # rfactor: the partial results are computed per output point
     #: rfactor at rows: per block of output points (their dot products interleaved)
     row_block: bool = False
+    #: pack: the tensor copied into panels
+    operand: str = ""
     #: tile: the tensor intrinsic computing the innermost spatial x reduce loops (kept
     #: whole, innermost); location: a stage such a nest reads stays a buffer (no inline)
     intrin: str = ""
@@ -179,6 +184,23 @@ def _tile(task: SearchTask, s: te.Schedule, op: SketchOp, decide: Decide) -> Non
         stage.compute_at(consumer, c_levels[op.fuse_level - 1][-1])
 
 
+def _pack(task: SearchTask, s: te.Schedule, op: SketchOp, decide: Decide) -> None:
+    """Copy ``op.operand`` (``analysis.panel_operands``) into a buffer read by the tiled
+    stage instead, computed where a tile of the stage begins (a decision: its outermost
+    tile, or the next level's, narrower and repacked more often): once per tile, a panel of
+    the rows and columns that tile reads, its rows a tile's width apart instead of the
+    operand's. The copy is repeated for every tile of the other axes, so the search weighs
+    it against the tile's reuse."""
+    stage = s[op.stage]
+    (tensor,) = {load.source for load in analysis.reads(stage) if load.source.name == op.operand}
+    panel = s[s.cache_read(tensor, "global", [stage])]
+    level = decide(f"pack:{stage.name}", ChoiceDecision(PACK_LEVELS))
+    if level == 0 and stage.attach == "at":
+        panel.compute_at(stage.attach_stage, stage.attach_ivar)
+    else:
+        panel.compute_at(stage, stage.leaf_iter_vars[(level + 1) * len(stage.op.axis) - 1])
+
+
 def _gpu_tile(task: SearchTask, s: te.Schedule, op: SketchOp, decide: Decide) -> None:
     gpu_sketch.tile(s, op.stage, op.consumer, task.target, decide,
                     fused=not op.stage.endswith(".local"))
@@ -305,7 +327,7 @@ def _attach_loop_in(stage: te.Stage, host: te.Stage) -> te.IterVar | None:
 
 _APPLY: dict[str, Callable[[SearchTask, te.Schedule, SketchOp, Decide], None]] = {
     "inline": _inline, "cache_write": _cache_write, "tile": _tile, "gpu_tile": _gpu_tile,
-    "rfactor": _rfactor, "location": _location, "cross_thread": _cross_thread,
+    "rfactor": _rfactor, "location": _location, "cross_thread": _cross_thread, "pack": _pack,
 }
 
 

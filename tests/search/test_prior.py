@@ -147,3 +147,26 @@ def test_a_vector_axis_no_divisor_fills_is_drawn_in_whole_vectors_with_a_partial
                 widths.add(prior.draw(sketch, decision_space(task, sketch), rng)[
                     f"tile:{tiled[0]}:j"][-1])
     assert widths == {16, 32, 48}
+
+
+def test_register_tiles_that_divide_nothing_fill_the_accumulators_of_avx2():
+    """16 registers hold 12 accumulators: 6 rows x 2 vectors or 4 x 3, neither of which
+    divides 64; both are drawn (the last tile partial) and compute the reference."""
+    wl = Workload.op("matmul", M=64, N=64, K=32)
+    task = SearchTask(wl, "cpu -isa=avx2 -cores=2")
+    prior, rng = RegisterTiles(task), random.Random(0)
+    sketch = generate_sketches(task)[0]
+    space = decision_space(task, sketch)
+    drawn = {}
+    for _ in range(200):
+        decisions = prior.draw(sketch, space, rng)
+        shape = (decisions["tile:T_matmul.local:i"][-1], decisions["tile:T_matmul.local:j"][-1])
+        drawn.setdefault(shape, decisions)
+    assert {(6, 16), (4, 24)} <= set(drawn)
+    inputs = wl.random_inputs(0)
+    (expected,) = wl.reference(inputs)
+    for shape in ((6, 16), (4, 24)):
+        s, args = instantiate(task, sketch, sampler(dict(drawn[shape]), {}, rng))
+        out = np.zeros_like(expected)
+        build(s, args, target=task.target)(*inputs, out)
+        np.testing.assert_allclose(out, expected, rtol=2e-4, atol=2e-4)

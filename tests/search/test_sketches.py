@@ -8,7 +8,7 @@ import random
 import numpy as np
 import pytest
 
-from schedule import Workload, build, lower, ops, te
+from schedule import Workload, build, lower, make_schedule, ops, te
 from search.rules import RuleResult, generate_sketches, register_sketch_rule, unregister_sketch_rule
 from search.sketch import InvalidProgram, SketchOp, decision_space, instantiate, sampler
 from search.space import ChoiceDecision, TileDecision
@@ -17,6 +17,7 @@ from search.task import SearchTask
 CASES = [
     ("matmul", {"M": 40, "N": 48, "K": 24}),
     ("batch_matmul", {"B": 2, "M": 12, "N": 20, "K": 8, "transpose_b": True}),
+    ("batch_matmul", {"B": 2, "M": 10, "N": 24, "K": 12}),  # B read down k: packed too
     ("conv2d_nchw", {"N": 1, "C": 6, "H": 10, "W": 10, "K": 8, "R": 3, "S": 3, "padding": 1}),
     ("conv2d_nhwc", {"N": 1, "C": 8, "H": 9, "W": 9, "K": 12, "R": 3, "S": 3, "stride": 2,
                      "padding": 1}),
@@ -68,6 +69,42 @@ def test_matmul_sketches_tile_with_a_cache_stage_or_plainly():
     assert any("cache_write" in n and "L1" in n for n in names)
     assert any("cache_write" in n and "L2" in n for n in names)
     assert any(n == "tile T_matmul" for n in names)
+    assert sum("pack B for T_matmul.local" in n for n in names) == 2  # both fused tilings
+
+
+@pytest.mark.parametrize(("op", "params", "panels"), [
+    ("matmul", {"M": 8, "N": 8, "K": 8}, ["B"]),
+    ("batch_matmul", {"B": 2, "M": 8, "N": 8, "K": 8}, ["B"]),
+    # read along the vector axis only through ``k``-contiguous rows: nothing to pack
+    ("batch_matmul", {"B": 2, "M": 8, "N": 8, "K": 8, "transpose_b": True}, []),
+    ("dense", {"M": 8, "N": 8, "K": 8}, []),
+    ("conv2d_nchw", {"N": 1, "C": 4, "H": 8, "W": 8, "K": 4, "R": 3, "S": 3}, []),
+])
+def test_operands_read_a_row_apart_per_step_are_packed(op, params, panels):
+    from search import analysis
+
+    s, _ = make_schedule(Workload.op(op, **params))
+    (stage,) = [st for st in analysis.compute_stages(s) if st.op.reduce_axis]
+    assert analysis.panel_operands(stage) == panels
+
+
+@pytest.mark.parametrize("level", [0, 1])
+def test_a_packed_panel_holds_the_rows_and_columns_its_tile_reads(level):
+    wl = Workload.op("matmul", M=64, N=100, K=48)
+    task = SearchTask(wl, "cpu")
+    (sketch,) = [sk for sk in generate_sketches(task)
+                 if "L1" in str(sk) and "pack B" in str(sk)]
+    decisions = {"tile:T_matmul.local:i": (2, 2, 4), "tile:T_matmul.local:j": (2, 1, 24),
+                 "tile:T_matmul.local:k": (16,), "pack:T_matmul.local": level}
+    s, args = instantiate(task, sketch, sampler(decisions, {}, random.Random(0)))
+    text = str(lower(s, args))
+    # the outermost tile reads all 48 rows of 48 of B's columns; the next level 24 of them
+    width = 48 if level == 0 else 24
+    assert f"allocate B_global: float32[48, {width}]" in text
+    inputs = wl.random_inputs(0)
+    out = np.zeros((64, 100), "float32")
+    build(s, args)(*inputs, out)
+    np.testing.assert_allclose(out, wl.reference(inputs)[0], rtol=2e-4, atol=2e-4)
 
 
 def test_decision_space_lists_tiles_and_annotations():
@@ -163,7 +200,7 @@ def test_users_can_register_a_sketch_rule():
         assert [str(s) for s in generate_sketches(task)] == [""]
     finally:
         unregister_sketch_rule("never_tile")
-    assert len(generate_sketches(task)) == 3
+    assert len(generate_sketches(task)) == 5
 
 
 def test_an_invalid_program_is_rejected_with_the_reason():
