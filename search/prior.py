@@ -11,8 +11,9 @@ hide the FMA latency, or too many for the register file, or too many loads per
 multiply-add (a BERT dense layer's search settled on 8 rows x 1 vector, 0.6 of the FMA
 peak, where 8 x 3 runs at 0.7). The prior draws ``V`` from 1 to 3 vectors and ``B`` so that
 ``V x B`` fills between three quarters and all of the registers left for accumulators, and the
-reduction's inner tile as long as its decision allows (the accumulators stay in registers
-over a long run); every outer level is drawn uniformly, and evolution takes it from there.
+reduction's inner tile as long as its decision allows up to ``REDUCE_TILE`` (the
+accumulators stay in registers over a long run), or any longer one a packed operand allows
+(how long a slice of the panel stays in L1 depends on the other tiles); every outer level is drawn uniformly, and evolution takes it from there.
 Where the axes allow partial last tiles, widths and row counts that divide nothing are
 drawn too: whole vectors with the last tile partial (383 columns, or 3 vectors of 1024
 columns), one mostly full masked vector on a target with masked vectors where that is all
@@ -28,7 +29,7 @@ from typing import Any
 from schedule import expr, make_schedule, te
 
 from . import analysis
-from .sketch import Sketch
+from .sketch import REDUCE_TILE, Sketch
 from .space import Decision, TileDecision
 from .task import SearchTask
 
@@ -105,8 +106,11 @@ class RegisterTiles:
                 out[name] = d.sample_around(factor, rng)
                 budget = max(1, budget // factor)
             for name, d in tiles:
-                if d.parts == 1:
-                    out[name] = (max(d.innermost_choices()),)
+                if d.parts == 1:  # the reduction: long (beyond REDUCE_TILE a choice)
+                    choices = d.innermost_choices()
+                    longest = max(choices)
+                    out[name] = (rng.choice([f for f in choices
+                                             if f >= min(longest, REDUCE_TILE)]),)
         return out
 
     def _fills_vectors(self, width: int) -> bool:

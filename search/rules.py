@@ -8,6 +8,7 @@ across stages is a sketch.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -148,7 +149,8 @@ def multi_level_tiling(ctx: SketchContext, stage: te.Stage) -> RuleResult | None
         fused = [[SketchOp("cache_write", stage.name),
                   SketchOp("tile", local, level, stage.name)] for level in (1, 2)]
     panels = analysis.panel_operands(stage)
-    packed = [[*ops, *(SketchOp("pack", ops[-1].stage, operand=name) for name in panels)]
+    packed = [[*ops[:-1], dataclasses.replace(ops[-1], packed=True),
+               *(SketchOp("pack", ops[-1].stage, operand=name) for name in panels)]
               for ops in fused] if panels else []
     return RuleResult([*fused, *packed, plain], skip_rest=True)
 

@@ -28,6 +28,9 @@ from .task import SearchTask
 UNROLL_STEPS = (0, 16, 64, 512)
 VECTOR_SPLITS = (4, 8, 16, 32, 64)
 MAX_VECTOR_EXTENT = 64
+#: the longest inner tile of a tiled reduction; of one whose operands are packed (``_pack``):
+#: a slice of a panel is contiguous, and one this long can stay in L1 across row groups
+REDUCE_TILE, PACKED_REDUCE_TILE = 64, 256
 #: the tile levels a packed operand's panel may be copied at (``_pack``)
 PACK_LEVELS = (0, 1)
 #: below this many FLOPs a program may also run on one thread (no parallel loop)
@@ -45,6 +48,8 @@ class SketchOp:
     row_block: bool = False
     #: pack: the tensor copied into panels
     operand: str = ""
+    #: tile: a ``pack`` op follows (the reduction may be tiled longer)
+    packed: bool = False
     #: tile: the tensor intrinsic computing the innermost spatial x reduce loops (kept
     #: whole, innermost); location: a stage such a nest reads stays a buffer (no inline)
     intrin: str = ""
@@ -158,7 +163,8 @@ def _tile(task: SearchTask, s: te.Schedule, op: SketchOp, decide: Decide) -> Non
             level.append(iv)
     r_levels: list[list[te.IterVar]] = [[], []]
     for a in reduce_axes:
-        (g,) = decide(f"tile:{stage.name}:{a.name}", TileDecision(a.extent, 1))
+        (g,) = decide(f"tile:{stage.name}:{a.name}", TileDecision(
+            a.extent, 1, max_innermost=PACKED_REDUCE_TILE if op.packed else REDUCE_TILE))
         r0, r1 = stage.split(a, factor=g)
         r_levels[0].append(r0)
         r_levels[1].append(r1)

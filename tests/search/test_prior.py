@@ -170,3 +170,17 @@ def test_register_tiles_that_divide_nothing_fill_the_accumulators_of_avx2():
         out = np.zeros_like(expected)
         build(s, args, target=task.target)(*inputs, out)
         np.testing.assert_allclose(out, expected, rtol=2e-4, atol=2e-4)
+
+
+def test_a_reduction_over_a_packed_panel_is_drawn_long_and_in_several_lengths():
+    task = SearchTask(Workload.op("matmul", M=64, N=64, K=1024), "cpu -isa=avx2 -cores=2")
+    prior, rng = RegisterTiles(task), random.Random(0)
+    lengths = {}
+    for sketch in generate_sketches(task)[:4]:  # the fused tilings, then the packed ones
+        space = decision_space(task, sketch)
+        lengths[str(sketch)] = {prior.draw(sketch, space, rng)["tile:T_matmul.local:k"][0]
+                                for _ in range(60)}
+    plain, packed = [v for k, v in lengths.items() if "pack" not in k], \
+        [v for k, v in lengths.items() if "pack" in k]
+    assert all(v == {64} for v in plain)
+    assert all(v == {64, 128, 256} for v in packed)
