@@ -297,6 +297,10 @@ def _decide_compare(op: str, a: Expr, b: Expr, ranges: Ranges | None) -> bool | 
 def _simplify_divmod(op: str, a: Expr, c: int, dtype: str, ranges: Ranges | None) -> Expr:
     if c == 1:
         return a if op == "floordiv" else Const(0, dtype)
+    if op == "floormod":
+        reduced = _without_finer_mods(a, c)
+        if reduced is not a:
+            return simplify(Binary("floormod", reduced, Const(c, dtype), dtype), ranges)
     lin = linear_with_ranges(a, ranges)
     # pull out terms that are multiples of c: (c*x + r) // c == x + r // c
     whole = Linear()
@@ -326,6 +330,25 @@ def _simplify_divmod(op: str, a: Expr, c: int, dtype: str, ranges: Ranges | None
     if rest.is_const:
         return Const(rest.const % c, dtype)
     return Binary("floormod", rest_expr, Const(c, dtype), dtype)
+
+
+def _without_finer_mods(a: Expr, c: int) -> Expr:
+    """``a`` with each term ``floormod(x, m)``, ``m`` a multiple of ``c``, replaced by ``x``:
+    the same value modulo ``c`` (``a`` itself when there is none)."""
+    lin = linear(a)
+    if lin is None:
+        return a
+    out, changed = Linear(), False
+    out.const = lin.const
+    for k, coeff in lin.terms.items():
+        atom = lin.atoms[k]
+        if isinstance(atom, Binary) and atom.op == "floormod" and isinstance(atom.b, Const) \
+                and atom.b.value % c == 0:
+            out.add(linear(atom.a) or Linear(), coeff)
+            changed = True
+        else:
+            out.add_term(atom, coeff)
+    return from_linear(out, a.dtype) if changed else a
 
 
 # ---------------------------------------------------------------------------- bounds

@@ -30,7 +30,9 @@ from .expr import (
     Not,
     Select,
     Var,
+    free_vars,
     substitute,
+    transform,
 )
 from .gpu_lower import GpuProgram, Kernel
 from .loop_ir import (
@@ -248,6 +250,7 @@ class GpuCodegen(SourcePrinter):
             return False
         bases = []
         for index in (store.indices[0], load.indices[0]):
+            index = _lanes_outside_divisions(index, s.var, lanes)
             base = arith.simplify(substitute(index, {s.var: Const(0, s.var.dtype)}))
             step = arith.simplify(index - base)
             aligned = arith.simplify(Binary("floormod", base, Const(lanes, base.dtype),
@@ -301,3 +304,28 @@ class GpuCodegen(SourcePrinter):
 def generate_gpu(program: GpuProgram, dialect: str) -> str:
     """The CUDA C (``dialect="cuda"``) or OpenCL C (``"opencl"``) source of ``program``."""
     return GpuCodegen(program, DIALECTS[dialect]).generate()
+
+
+def _lanes_outside_divisions(index: Expr, lane: Var, lanes: int) -> Expr:
+    """``index`` with each ``(x + lane) // c`` and ``(x + lane) % c`` taken apart where ``x``
+    is a multiple of ``lanes`` and ``c`` of ``lanes`` (so the lanes never cross a multiple
+    of ``c``): ``x // c`` and ``x % c + lane``. A fused cooperative fetch reads its tile's
+    rows through such an index (``(t * 4 + lane) // 32 * 64 + (t * 4 + lane) % 32``); taken
+    apart, its lanes are contiguous."""
+
+    def rewrite(node: Expr) -> Expr | None:
+        if not (isinstance(node, Binary) and node.op in ("floordiv", "floormod")
+                and isinstance(node.b, Const) and node.b.value % lanes == 0):
+            return None
+        lin = arith.linear(node.a)
+        if lin is None or lin.terms.get(lane.key()) != 1:
+            return None
+        rest = arith.simplify(node.a - lane)
+        if lane in free_vars(rest):
+            return None
+        aligned = arith.simplify(Binary("floormod", rest, Const(lanes, rest.dtype), rest.dtype))
+        if not (isinstance(aligned, Const) and aligned.value == 0):
+            return None
+        return Binary(node.op, rest, node.b, node.dtype) + (lane if node.op == "floormod" else 0)
+
+    return arith.simplify(transform(index, rewrite))

@@ -13,7 +13,8 @@ peak, where 8 x 3 runs at 0.7). The prior draws ``V`` from 1 to 3 vectors and ``
 ``V x B`` fills between three quarters and all of the registers left for accumulators, and the
 reduction's inner tile as long as its decision allows up to ``REDUCE_TILE`` (the
 accumulators stay in registers over a long run), or any longer one a packed operand allows
-(how long a slice of the panel stays in L1 depends on the other tiles); every outer level is drawn uniformly, and evolution takes it from there.
+(how long a slice of the panel stays in L1 depends on the other tiles); every outer level
+is drawn uniformly, and evolution takes it from there.
 Where the axes allow partial last tiles, widths and row counts that divide nothing are
 drawn too: whole vectors with the last tile partial (383 columns, or 3 vectors of 1024
 columns), one mostly full masked vector on a target with masked vectors where that is all

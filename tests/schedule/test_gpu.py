@@ -99,16 +99,31 @@ def test_virtual_threads_and_non_dividing_tiles_stay_correct() -> None:
 def test_a_cooperative_fetch_of_contiguous_aligned_elements_is_a_vector_copy() -> None:
     """A's tile spans whole rows of A (the k tile is all of K): each thread's 4 elements
     are contiguous and aligned in both arrays, one float4. B's tile rows are 32 of 64
-    columns: its index is not provably contiguous, so it stays a loop."""
+    columns, read through ``(t * 4 + lane) // 32`` and ``(t * 4 + lane) % 32``: the 4 lanes
+    never cross a row's end, so they are contiguous too, one float4."""
     s, args = tiled_matmul(M=64, N=64, K=32, k_tile=32, fetch_width=4)
     cuda = gpu_source(s, args, "cuda -arch=sm_80").source
-    assert cuda.count("*(float4*)(A_shared + ") == 1 and "*(float4*)(B_shared" not in cuda
+    assert cuda.count("*(float4*)(A_shared + ") == 1 and cuda.count("*(float4*)(B_shared + ") == 1
     assert "__shared__ __align__(16) float A_shared[1024];" in cuda
     opencl = gpu_source(s, args, POCL).source
     assert opencl.count("vstore4(vload4(0, A + ") == 1
+    assert opencl.count("vstore4(vload4(0, B + ") == 1
     rng = np.random.default_rng(4)
     a = rng.standard_normal((64, 32)).astype("float32")
     b = rng.standard_normal((32, 64)).astype("float32")
+    np.testing.assert_allclose(_run(s, args, [a, b]), a @ b, rtol=1e-4, atol=1e-4)
+
+
+@needs_pocl
+def test_a_fetch_whose_lanes_would_cross_a_row_end_stays_a_loop() -> None:
+    """A's tile rows are the k tile, 6 long: 4 lanes from a multiple of 4 may cross a
+    row's end, so A's fetch stays element by element (and correct); B's rows are 32."""
+    s, args = tiled_matmul(M=64, N=64, K=12, k_tile=6, fetch_width=4)
+    opencl = gpu_source(s, args, POCL).source
+    assert "vload4(0, A + " not in opencl and "vload4(0, B + " in opencl
+    rng = np.random.default_rng(5)
+    a = rng.standard_normal((64, 12)).astype("float32")
+    b = rng.standard_normal((12, 64)).astype("float32")
     np.testing.assert_allclose(_run(s, args, [a, b]), a @ b, rtol=1e-4, atol=1e-4)
 
 

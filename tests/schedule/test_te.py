@@ -165,3 +165,24 @@ def test_names_that_are_c_keywords_or_odd_are_fine():
     B = te.compute((3,), lambda int: A[int] + 1.0, name="for")
     C = te.compute((3,), lambda i: B[i] * 2.0, name="2nd.stage")
     check(te.create_schedule(C), [A, C], lambda a: (a + 1) * 2)
+
+
+def test_a_remainder_of_a_remainder_by_a_multiple_is_one_remainder():
+    """``(x % 32 + 8 * y) % 4`` is ``(x + 8 * y) % 4`` (32 is a multiple of 4), negative
+    values included; ``% 3`` of ``x % 32`` is left as it is."""
+    from schedule import arith
+    from schedule.expr import Binary, Const, Var
+
+    i = Var("i", "int32")
+    inner = Binary("floormod", i * 3 + 1, Const(32, "int32"), "int32")
+    assert "floormod(floormod" not in str(arith.simplify(
+        Binary("floormod", inner + i * 8, Const(4, "int32"), "int32")))
+    assert "floormod(floormod" in str(arith.simplify(
+        Binary("floormod", inner, Const(3, "int32"), "int32")))
+    X = te.placeholder((81,), "int32", name="X")
+    D = te.compute((81,), lambda j: te.floormod(te.floormod(X[j], 32) + X[j] * 8, 4), name="D")
+    from .helpers import run
+
+    x = np.arange(-40, 41, dtype="int32")
+    out = run(te.create_schedule(D), [X, D], inputs=[x])[1]
+    np.testing.assert_array_equal(out, ((x % 32) + 8 * x) % 4)
