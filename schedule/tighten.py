@@ -45,9 +45,14 @@ def _dead_from(s: Stmt, var: Var, ranges: arith.Ranges) -> int | None:
             return then
         otherwise = _dead_from(s.else_body, var, ranges)
         return None if then is None or otherwise is None else max(then, otherwise)
-    if isinstance(s, Seq):
-        parts = [_dead_from(x, var, ranges) for x in s.stmts]
-        return None if any(p is None for p in parts) else max(parts, default=0)
+    if isinstance(s, Seq):  # stops at the first statement that may be live throughout
+        latest = 0
+        for part in s.stmts:
+            dead = _dead_from(part, var, ranges)
+            if dead is None:
+                return None
+            latest = max(latest, dead)
+        return latest
     if isinstance(s, Allocate):
         return _dead_from(s.body, var, ranges)
     if isinstance(s, For):
