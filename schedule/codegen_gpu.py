@@ -199,6 +199,8 @@ class GpuCodegen(SourcePrinter):
         return name
 
     def _call(self, e: Call) -> str:
+        if e.name == "shfl_down":
+            return self._shuffle_down(e)
         args = [self.expr(a) for a in e.args]
         if e.dtype != "float32" and not (e.name == "abs" and dt.is_int(e.dtype)):
             raise ScheduleError(f"GPU code generation: {e.name} of {e.dtype} is not supported")
@@ -211,6 +213,28 @@ class GpuCodegen(SourcePrinter):
         if e.name in _MATH or e.name == "abs":
             return f"{self.d.math(e.name, e.dtype)}({', '.join(args)})"
         raise ScheduleError(f"GPU code generation: unsupported function {e.name}")
+
+    def _shuffle_down(self, e: Call) -> str:
+        """``shfl_down(value, offset, width, fence)``: ``value`` of the lane ``offset``
+        above in the same group of ``width`` lanes (CUDA's ``__shfl_down_sync``),
+        synchronising that group only: its mask is the group's lanes, from the thread's
+        linear index; ``fence``: a ``__syncwarp`` of the group first (memory ordering)."""
+        if self.d is not CUDA or e.dtype not in ("float32", "int32", "int64"):
+            raise ScheduleError(f"GPU code generation: no warp shuffle of {e.dtype} in "
+                                f"{self.d.name}")
+        value, offset, width, fence = e.args
+        w = int(width.value)
+        ct = self.ctype(e.dtype)
+        name = f"tt_shfl_down_{e.dtype}_w{w}{'_fenced' if fence.value else ''}"
+        self.helpers.setdefault(name, "\n".join([
+            f"{self.d.helper} {ct} {name}({ct} x, int offset) {{",
+            "  const unsigned lane = (threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y"
+            " * threadIdx.z)) & 31u;",
+            f"  const unsigned group = (0xffffffffu >> {32 - w}) << (lane & ~{w - 1}u);",
+            *(["  __syncwarp(group);"] if fence.value else []),
+            f"  return __shfl_down_sync(group, x, offset, {w});",
+            "}"]))
+        return f"{name}({self.expr(value)}, {self.expr(offset)})"
 
     # ------------------------------------------------------------------ statements
     def visit_store(self, s: Store) -> None:

@@ -199,7 +199,8 @@ class Not(Expr):
 
 
 class Call(Expr):
-    """A pure math function (exp, log, sqrt, ...) of one or two arguments."""
+    """A pure math function (exp, log, sqrt, ...) of one or two arguments; after GPU
+    lowering also a warp exchange (``shfl_down``, see ``gpu_lower._warp_reduce``)."""
 
     __slots__ = ("args", "name")
 

@@ -12,7 +12,10 @@ bound to each index, and a narrower loop is guarded. Then, in order:
 - a reduction whose axis is bound to ``threadIdx.*`` becomes a cross-thread reduction:
   each thread accumulates its share in a register, the partial results meet in a shared
   array and are combined by a tree (a barrier per level), and one thread folds the result
-  into the output;
+  into the output. On CUDA, where the reduction runs along ``threadIdx.x`` over whole
+  warps or a power of two below one, the block's whole x extent, the partials combine in
+  registers by warp shuffles instead (``shfl_down``; see ``_warp_reduce``): no shared
+  array and no barrier within a warp, one exchange through shared memory between warps;
 - a ``shared`` buffer (one per block, its region spanning all the block's threads: see
   ``lower``) is filled cooperatively and fenced: a barrier after the fills and, where the
   fills repeat inside a loop, one before them, so no thread overwrites what another still
@@ -33,10 +36,12 @@ from dataclasses import dataclass, field
 
 from .expr import (
     Binary,
+    Call,
     Compare,
     Const,
     Expr,
     Load,
+    Select,
     Var,
     all_of,
     equal,
@@ -140,7 +145,7 @@ def _kernel(nest: Stmt, name: str, globals_: list[Buffer], target: Target) -> Ke
         raise ScheduleError(f"{name} needs {math.prod(block)} threads per block "
                             f"({' x '.join(map(str, block))}); the target allows "
                             f"{target.max_threads_per_block}")
-    nest = _CrossThreadReductions().visit(nest)
+    nest = _CrossThreadReductions(launch, target).visit(nest)
     _RaceCheck().visit(nest)
     nest = _InjectVirtualThreads().visit(nest)
     indices = {tag: Var(tag.replace(".", "_"), "int32") for tag in launch
@@ -321,10 +326,13 @@ class _CrossThreadReductions(StmtMutator):
     ``out[i] = out[i] op v`` with ``i`` independent of the loop) becomes: each thread's
     partial result in a register, the partials in a shared array (one row per thread of
     the other thread axes around it, which reduce other outputs), a tree of barriers and
-    combines, and the first thread of the row folding the total into ``out[i]``."""
+    combines, and the first thread of the row folding the total into ``out[i]``; or, where
+    ``_warp_reduce`` applies, the same with the combines done by warp shuffles."""
 
-    def __init__(self) -> None:
+    def __init__(self, launch: dict[str, int], target: Target) -> None:
         self.around: list[For] = []  # the enclosing loops bound to threads
+        self.launch = launch
+        self.warp = target.warp_size if target.kind == "cuda" else 1
 
     def visit_for(self, s: For) -> Stmt:
         bound = s.kind in (*THREAD_TAGS, *VIRTUAL_TAGS)
@@ -346,6 +354,11 @@ class _CrossThreadReductions(StmtMutator):
                 f"a cross-thread reduction over {s.kind} (loop {s.var.name}) inside loops "
                 f"bound to {', '.join(unsupported)} is not supported: bind the other axes to "
                 "blockIdx.* or to other threadIdx axes")
+        threads = int(s.extent.value)
+        if (s.kind == "threadIdx.x" and threads == self.launch[s.kind] and self.warp > 1
+                and (threads % self.warp == 0
+                     or (threads < self.warp and threads & (threads - 1) == 0))):
+            return _warp_reduce(loop, stores[0], list(self.around), self.warp)
         return _tree_reduce(loop, stores[0], list(self.around))
 
 
@@ -372,6 +385,79 @@ def _identity(op: str, dtype: str) -> Const:
     return Const(int(info.min if op == "max" else info.max), dtype)
 
 
+def _partial_loop(loop: For, store: Store, acc: Buffer,
+                  after: Callable[[Var], list[Stmt]]) -> For:
+    """``loop`` with each thread accumulating its share of ``store`` into the register
+    ``acc`` (from the reduction's identity), then running ``after(thread)``."""
+    value = store.value
+    zero = (Const(0, "int32"),)
+
+    class ToPartial(StmtMutator):
+        def visit_store(self, st: Store) -> Stmt:
+            if st is not store:
+                return st
+            return Store(acc, zero, Binary(value.op, acc.load(zero), value.b, acc.dtype))
+
+    var = Var(loop.var.name, loop.var.dtype)
+    return For(var, loop.extent, loop.kind, Allocate(acc, Seq([
+        Store(acc, zero, _identity(value.op, acc.dtype)),
+        substitute_stmt(ToPartial().visit(loop.body), {loop.var: var}),
+        *after(var)])))
+
+
+def _warp_reduce(loop: For, store: Store, around: list[For], warp: int) -> Stmt:
+    """The cross-thread form of ``loop`` by warp shuffles. Its threads are the block's whole
+    x extent, a power of two below a warp or a multiple of one, so each output's threads
+    are consecutive lanes from a multiple of their count: below a warp, a group of lanes
+    that halves its register partials onto the lower half (``shfl_down`` within the
+    group's width) until lane 0 holds the total; whole warps, each warp does so, its lane 0
+    writes the warp's total into a shared row (one per output: the other thread axes
+    around), and after a barrier (which also orders the threads' initialisation of the
+    output before the fold) the first warp of each output reduces that row the same way
+    (the row padded with the identity to a power of two). Conditions around the
+    reduction cannot depend on ``threadIdx.x`` (no loop around it is bound to it), so an
+    output's lanes are all active or all idle."""
+    op, dtype, threads = store.value.op, store.buffer.dtype, int(loop.extent.value)
+    acc = Buffer(f"{store.buffer.name}_partial", (1,), dtype, "local")
+    zero = (Const(0, "int32"),)
+
+    def shuffles(width: int, fence: bool) -> list[Stmt]:
+        """``fence``: the first exchange also orders the group's earlier memory writes
+        before its later ones (``__syncwarp``): every thread initialised the output that
+        the first lane folds into."""
+        steps, offset = [], width // 2
+        while offset >= 1:
+            moved = Call("shfl_down", (acc.load(zero), Const(offset, "int32"),
+                                       Const(width, "int32"), Const(fence, "bool")), dtype)
+            steps.append(Store(acc, zero, Binary(op, acc.load(zero), moved, dtype)))
+            offset //= 2
+            fence = False
+        return steps
+
+    def fold(t: Var) -> Stmt:
+        return IfThenElse(equal(t, 0), Store(store.buffer, store.indices, Binary(
+            op, store.value.a, acc.load(zero), dtype)))
+
+    if threads <= warp:
+        return _partial_loop(loop, store, acc, lambda t: [*shuffles(threads, fence=True),
+                                                             fold(t)])
+    warps = threads // warp
+    rows = tuple(lp.var for lp in around)
+    totals = Buffer(f"{store.buffer.name}_red", (*(int(lp.extent.value) for lp in around),
+                                                 warps), dtype, "shared")
+    per_warp = _partial_loop(loop, store, acc, lambda t: [*shuffles(warp, fence=False), IfThenElse(
+        equal(Binary("floormod", t, Const(warp, "int32"), "int32"), 0),
+        Store(totals, (*rows, Binary("floordiv", t, Const(warp, "int32"), "int32")),
+              acc.load(zero)))])
+    # after the barrier that fences the fill above (``_Fences``), the first warp of each
+    # output reduces the warps' totals; the condition is uniform across each warp
+    t = Var(loop.var.name, loop.var.dtype)
+    second = IfThenElse(t < warp, Allocate(acc, Seq([
+        Store(acc, zero, Select(t < warps, totals.load((*rows, t)), _identity(op, dtype))),
+        *shuffles(1 << (warps - 1).bit_length(), fence=False), fold(t)])))
+    return Allocate(totals, Seq([per_warp, For(t, loop.extent, loop.kind, second)]))
+
+
 def _tree_reduce(loop: For, store: Store, around: list[For]) -> Stmt:
     """The cross-thread form of ``loop`` (see ``_CrossThreadReductions``); ``around``: the
     loops bound to other thread axes it is inside (a row of partials each)."""
@@ -384,20 +470,12 @@ def _tree_reduce(loop: For, store: Store, around: list[For]) -> Stmt:
     zero = (Const(0, "int32"),)
     first = (*rows, Const(0, "int32"))
 
-    class ToPartial(StmtMutator):
-        def visit_store(self, st: Store) -> Stmt:
-            if st is not store:
-                return st
-            return Store(acc, zero, Binary(op, acc.load(zero), value.b, dtype))
-
     def on_threads(body_of: Callable[[Var], Stmt]) -> For:
         var = Var(loop.var.name, loop.var.dtype)
         return For(var, threads, loop.kind, body_of(var))
 
-    partial = on_threads(lambda t: Allocate(acc, Seq([
-        Store(acc, zero, _identity(op, dtype)),
-        substitute_stmt(ToPartial().visit(loop.body), {loop.var: t}),
-        Store(red, (*rows, t), acc.load(zero))])))
+    partial = _partial_loop(loop, store, acc, lambda t: [Store(red, (*rows, t),
+                                                               acc.load(zero))])
     # the partials' fill is fenced like any shared fill (``_Fences``); each level after
     steps: list[Stmt] = [partial]
     half = 1 << max(0, (threads - 1).bit_length() - 1)

@@ -71,15 +71,19 @@ def test_a_vector_fetch_through_float4_matches_numpy() -> None:
 
 @needs_cuda
 @pytest.mark.parametrize(("cols", "threads", "kind"), [
-    (1000, 64, "sum"), (333, 100, "max"), (7, 32, "sum"), (96, 96, "sum")])
+    (1000, 64, "sum"), (333, 100, "max"), (7, 32, "sum"), (96, 96, "sum"), (100, 8, "max"),
+    (1000, 256, "sum"), (3000, 1024, "max")])
 def test_a_cross_thread_reduction_matches_numpy(cols: int, threads: int, kind: str) -> None:
+    """Tree reductions (threads not a power of two) and warp shuffles (within a warp, and
+    across warps through shared memory)."""
     s, args = row_reduction(5, cols, threads, kind)
     a = _random(5, cols, seed=5)
     expected = a.sum(axis=1) if kind == "sum" else a.max(axis=1)
     np.testing.assert_allclose(_run(s, args, [a]), expected, rtol=1e-4, atol=1e-4)
-    s, args = rows_on_threads(12)
-    a = _random(12, 300, seed=6)
-    np.testing.assert_allclose(_run(s, args, [a]), a.max(axis=1))
+    for rows in (12, 10):  # 10: the last block's rows on threadIdx.y partly idle
+        s, args = rows_on_threads(rows)
+        a = _random(rows, 300, seed=6)
+        np.testing.assert_allclose(_run(s, args, [a]), a.max(axis=1))
 
 
 @needs_cuda

@@ -14,7 +14,14 @@ from schedule.build import build
 from schedule.gpu_build import LaunchPlan, compile_cuda, gpu_source
 from schedule.gpu_schedules import fallback_gpu_schedule
 from schedule.schedule import ScheduleError
-from tests.gpu_support import POCL, cuda_translation_unit, needs_nvcc, needs_pocl
+from tests.gpu_support import (
+    POCL,
+    cuda_translation_unit,
+    needs_gxx,
+    needs_nvcc,
+    needs_pocl,
+    run_on_cuda_emulator,
+)
 from tests.schedule.helpers import matmul
 from tests.schedule.test_ops import REGISTRY_CASES
 
@@ -167,10 +174,12 @@ def test_cuda_programs_compile_within_the_architecture_limits(arch: str) -> None
     sources.append(gpu_source(s, args, target, name="tiled_matmul").source)
     s, args = tiled_matmul(M=64, N=64, K=32, k_tile=32, fetch_width=4)
     sources.append(gpu_source(s, args, target, name="vector_fetch").source)
-    for cols, threads in ((1000, 64), (96, 96)):
+    for cols, threads in ((1000, 64), (96, 96), (100, 8), (1000, 256), (2000, 1024)):
         s, args = row_reduction(4, cols, threads)
-        sources.append(gpu_source(s, args, target, name=f"row_sum_{cols}").source)
-    sources.append(gpu_source(*rows_on_threads(12), target, name="rows_on_threads").source)
+        sources.append(gpu_source(s, args, target, name=f"row_sum_{cols}_{threads}").source)
+    for rows in (12, 10):
+        sources.append(gpu_source(*rows_on_threads(rows), target,
+                                  name=f"rows_on_threads_{rows}").source)
     for i, (name, params) in enumerate(_cases()):
         spec = ops.get_op(name)
         op_args = spec.build(params)
@@ -215,10 +224,77 @@ def test_a_cross_thread_reduction_matches_numpy(cols: int, threads: int, kind: s
 
 def test_a_cross_thread_reduction_is_a_tree_of_barriers_in_shared_memory() -> None:
     s, args = row_reduction(4, 1000, 64)
-    text = gpu_source(s, args, "cuda -arch=sm_80").source
-    assert "__shared__ __align__(16) float R_red[64];" in text and "float R_partial[1];" in text
-    assert text.count("__syncthreads();") == 7  # after the partials, then one per level
+    text = gpu_source(s, args, POCL).source
+    assert "__local float R_red[64]" in text and "float R_partial[1];" in text
+    assert text.count("barrier(") == 7  # after the partials, then one per level
     assert "if ((threadIdx_x == 0))" in text
+    # on CUDA too where a row's threads are not whole warps nor a power of two below one
+    text = gpu_source(*row_reduction(4, 1000, 100), "cuda -arch=sm_80").source
+    assert text.count("__syncthreads();") == 8 and "shfl" not in text
+
+
+def test_a_cuda_reduction_within_a_warp_is_shuffles_in_registers() -> None:
+    """Eight threads per row: three shuffles within groups of eight lanes, the first after
+    a warp sync (every thread initialised the output lane 0 folds into); no shared memory,
+    no block barrier."""
+    text = gpu_source(*row_reduction(4, 100, 8), "cuda -arch=sm_80").source
+    assert "__shared__" not in text and "__syncthreads" not in text
+    assert [f"tt_shfl_down_float32_w8{fenced}(R_partial[0], {offset})" in text
+            for offset, fenced in ((4, "_fenced"), (2, ""), (1, ""))] == [True] * 3
+    assert "(0xffffffffu >> 24) << (lane & ~7u);" in text
+    assert text.index("__syncwarp(group);") < text.index("__shfl_down_sync(group, x, offset, 8)")
+
+
+def test_a_cuda_reduction_across_warps_meets_once_in_shared_memory() -> None:
+    """256 threads: each warp shuffles its 32 partials down to one, the 8 warp totals meet
+    in shared memory behind one barrier, and the first warp shuffles them down."""
+    text = gpu_source(*row_reduction(4, 1000, 256), "cuda -arch=sm_80").source
+    assert "__shared__ __align__(16) float R_red[8];" in text
+    assert text.count("__syncthreads();") == 1 and "__syncwarp" not in text
+    assert text.count("tt_shfl_down_float32_w32(") == 5 + 1  # 5 calls and the helper
+    assert text.count("tt_shfl_down_float32_w8(") == 3 + 1
+    assert "R_red[(threadIdx_x / 32)] = R_partial[0];" in text
+    assert "((threadIdx_x < 8) ? R_red[threadIdx_x] : 0.0f)" in text
+
+
+@needs_gxx
+@pytest.mark.parametrize(("cols", "threads", "kind"), [
+    (100, 8, "max"), (7, 32, "sum"), (1000, 256, "sum"), (3000, 1024, "max"), (500, 96, "sum"),
+    (333, 100, "max")])
+def test_cuda_cross_thread_reductions_match_numpy_on_the_emulator(cols: int, threads: int,
+                                                                   kind: str) -> None:
+    """The CUDA-only shuffle forms (and a tree, 100 threads) run on the CPU emulation of
+    CUDA (tests/cuda_emulator): within a warp, across warps (3 of them: their totals
+    padded to 4), a row narrower than a warp."""
+    s, args = row_reduction(5, cols, threads, kind)
+    a = np.random.default_rng(7).standard_normal((5, cols)).astype("float32")
+    (out,) = run_on_cuda_emulator(gpu_source(s, args, "cuda -arch=sm_80"), [a])
+    expected = a.sum(axis=1) if kind == "sum" else a.max(axis=1)
+    np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4)
+
+
+@needs_gxx
+def test_rows_on_threads_y_reduce_by_shuffles_on_the_emulator() -> None:
+    """Ten rows, four per block: the last block's two idle rows skip the reduction."""
+    a = np.random.default_rng(8).standard_normal((10, 300)).astype("float32")
+    (out,) = run_on_cuda_emulator(gpu_source(*rows_on_threads(10), "cuda -arch=sm_90"), [a])
+    np.testing.assert_allclose(out, a.max(axis=1))
+
+
+@needs_gxx
+def test_shared_memory_tiles_and_float4_fetches_match_numpy_on_the_emulator() -> None:
+    s, args = tiled_matmul(M=64, N=64, K=32, k_tile=32, fetch_width=4)
+    a, b = (np.random.default_rng(i).standard_normal(shape).astype("float32")
+            for i, shape in ((1, (64, 32)), (2, (32, 64))))
+    (out,) = run_on_cuda_emulator(gpu_source(s, args, "cuda -arch=sm_80"), [a, b])
+    np.testing.assert_allclose(out, a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_rows_whose_last_block_is_partial_reduce_by_shuffles_on_cuda() -> None:
+    """The rows on threadIdx.y that the block barriers refuse (some threads would skip
+    them) are whole warps on CUDA, each reducing its row without a block barrier."""
+    text = gpu_source(*rows_on_threads(10), "cuda -arch=sm_90").source
+    assert "__syncthreads" not in text and "tt_shfl_down_float32_w32_fenced" in text
 
 
 def rows_on_threads(rows: int):
@@ -241,8 +317,7 @@ def test_rows_on_other_thread_axes_reduce_side_by_side() -> None:
     """A row of partials per y in the shared array; rows that do not fill the last block
     would leave its threads out of the barriers, which is refused."""
     s, args = rows_on_threads(12)
-    assert "__shared__ __align__(16) float R_red[128];" in \
-        gpu_source(s, args, "cuda -arch=sm_90").source
+    assert "__local float R_red[128]" in gpu_source(s, args, POCL).source
     a = np.random.default_rng(5).standard_normal((12, 300)).astype("float32")
     np.testing.assert_allclose(_run(s, args, [a]), a.max(axis=1))
     with pytest.raises(ScheduleError, match="barrier .* blockIdx_x \\* 4 \\+ threadIdx_y < 10"):

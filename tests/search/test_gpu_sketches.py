@@ -12,7 +12,14 @@ import pytest
 from schedule import Target, Workload, build, compile_cuda, gpu_source, make_schedule, te
 from search import SearchTask, make_policy
 from search.rules import generate_sketches
-from tests.gpu_support import POCL, cuda_translation_unit, needs_nvcc, needs_pocl
+from tests.gpu_support import (
+    POCL,
+    cuda_translation_unit,
+    needs_gxx,
+    needs_nvcc,
+    needs_pocl,
+    run_on_cuda_emulator,
+)
 
 
 def _row_sums(rows: int, cols: int) -> Workload:
@@ -130,3 +137,27 @@ def test_every_sketch_of_a_row_reduction_computes_the_reference(key: str) -> Non
                                    err_msg=cand.sketch_name)
     assert len(seen) == len(sketches)
     assert max(rows) > 1  # several outputs per block (threadIdx.y) were among them
+
+
+@needs_gxx
+@pytest.mark.parametrize("key", ["softmax", "layer_norm", "sum"])
+def test_cross_thread_sketches_on_cuda_compute_the_reference_on_the_emulator(key: str) -> None:
+    """On CUDA a cross-thread sketch reduces with warp shuffles (see
+    ``schedule.gpu_lower._warp_reduce``); a program of each such sketch, run on the CPU
+    emulation of CUDA (tests/cuda_emulator), computes the reference."""
+    workload = WORKLOADS[key]
+    target = Target.parse("cuda -arch=sm_80")
+    policy = make_policy(SearchTask(workload, target), "random", seed=4)
+    inputs = workload.random_inputs(0)
+    (expected,) = workload.reference(inputs)
+    seen: set[str] = set()
+    for cand in policy.propose(16):
+        if "cross_thread" not in cand.sketch_name or cand.sketch in seen:
+            continue
+        seen.add(cand.sketch)
+        s, args = make_schedule(workload, cand.steps)
+        program = gpu_source(s, args, target)
+        (out,) = run_on_cuda_emulator(program, inputs)
+        np.testing.assert_allclose(out, expected, rtol=1e-4, atol=1e-4,
+                                   err_msg=cand.sketch_name)
+    assert seen
