@@ -138,6 +138,23 @@ def _cases() -> list[tuple[str, dict[str, Any]]]:
     return [c for c in REGISTRY_CASES if c[1].get("dtype") != "float16"]
 
 
+@needs_gxx
+@pytest.mark.parametrize("case", list({name: (name, params) for name, params in
+                                       reversed(_cases())}.values()),
+                         ids=lambda c: f"{c[0]}-{sorted(c[1].items())}")
+def test_every_registered_op_as_cuda_matches_numpy_on_the_emulator(
+        case: tuple[str, dict[str, Any]]) -> None:
+    """The first case of each registered op, its CUDA source run on the CPU emulation of
+    CUDA (the CUDA spelling of math, types and launches checked where no GPU is lent)."""
+    name, params = case
+    spec = ops.get_op(name)
+    args = spec.build(params)
+    program = gpu_source(fallback_gpu_schedule(args[-1]), args, "cuda -arch=sm_80")
+    inputs = spec.random_inputs(params)
+    (out,) = run_on_cuda_emulator(program, inputs)
+    np.testing.assert_allclose(out, spec.reference(inputs, params), rtol=1e-4, atol=1e-4)
+
+
 @needs_pocl
 @pytest.mark.parametrize("case", _cases(), ids=lambda c: f"{c[0]}-{sorted(c[1].items())}")
 def test_every_registered_op_runs_on_opencl_with_the_fallback_schedule(
