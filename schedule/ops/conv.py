@@ -3,7 +3,10 @@ the packed-channel NCHW[x]c variants of plain and depthwise convolution.
 
 Padding is a separate ``pad`` stage (only when some padding is non-zero) built with
 ``te.if_then_else`` so schedules can inline it; the reduction runs over
-``(C / groups, R, S)`` as axes ``rc, ry, rx``.
+``(C / groups, R, S)`` as axes ``rc, ry, rx``. An NCHW convolution with a column stride
+reads its input through a ``phases`` stage instead (padding included): the columns
+de-interleaved by the stride, so that consecutive output columns (the vector lanes) read
+consecutive elements rather than every stride-th one.
 """
 
 from __future__ import annotations
@@ -81,7 +84,10 @@ def _conv2d(op: str, data: Tensor, kernel: Tensor, stride: IntOrPair, padding: I
     _check_groups(op, C, K, Cg, groups)
     (sh, sw), pads, (dh, dw), OH, OW = _window(op, H, W, R, S, stride, padding, dilation)
     dtype = out_dtype or data.dtype
-    if any(pads):
+    phased = data_layout == "NCHW" and sw > 1
+    if phased:
+        src = _column_phases(data, pads, sw)
+    elif any(pads):
         before, after = {"H": pads[0], "W": pads[1]}, {"H": pads[2], "W": pads[3]}
         src = pad(data, [before.get(d, 0) for d in data_layout],
                   [after.get(d, 0) for d in data_layout])
@@ -96,9 +102,12 @@ def _conv2d(op: str, data: Tensor, kernel: Tensor, stride: IntOrPair, padding: I
     def value(n: te.Var, k: te.Var, oh: te.Var, ow: te.Var) -> te.Expr:
         c = rc if groups == 1 else k // Kg * Cg + rc.var
         h = scaled(oh, sh) + scaled(ry.var, dh)
-        w = scaled(ow, sw) + scaled(rx.var, dw)
-        at = {"N": n, "C": c, "H": h, "W": w}
-        x = src[tuple(at[d] for d in data_layout)]
+        if phased:  # column ow * sw + rx * dw is phase (rx * dw) % sw, ow + (rx * dw) // sw
+            tap_w = scaled(rx.var, dw)
+            x = src[n, c, h, tap_w % sw, ow + tap_w // sw]
+        else:
+            at = {"N": n, "C": c, "H": h, "W": scaled(ow, sw) + scaled(rx.var, dw)}
+            x = src[tuple(at[d] for d in data_layout)]
         tap = {"K": k, "C": rc, "R": ry, "S": rx}
         weight = kernel[tuple(tap[d] for d in kernel_layout)]
         return te.sum(to(dtype, x) * to(dtype, weight), axis=list(reduce_axes.values()))
@@ -143,6 +152,26 @@ def depthwise_conv2d_nchw(data: Tensor, kernel: Tensor, stride: IntOrPair = 1,
 
     return te.compute((N, C * mult, OH, OW), body, name=name,
                       tag=tags.make(tags.REDUCTION, "depthwise_conv2d_nchw"))
+
+
+def _column_phases(data: Tensor, pads: tuple[int, ...], stride: int) -> Tensor:
+    """``data (N, C, H, W)`` padded with zeros on H and W, its columns de-interleaved by
+    ``stride``: ``phases[n, c, h, p, q]`` is padded column ``q * stride + p`` (zero past the
+    padded width)."""
+    N, C, H, W = data.shape
+    top, left, bottom, right = pads
+    width = -(-(left + W + right) // stride)
+
+    def body(n: te.Var, c: te.Var, h: te.Var, p: te.Var, q: te.Var) -> te.Expr:
+        w = q * stride + p
+        inside = [w >= left, w < left + W]
+        if top or bottom:
+            inside += [h >= top, h < top + H]
+        return te.if_then_else(te.all(*inside), data[n, c, h - top, w - left],
+                               te.const(0, data.dtype))
+
+    return te.compute((N, C, top + H + bottom, stride, width), body, name="phases",
+                      tag=tags.make(tags.INJECTIVE, tags.PAD))
 
 
 def _padded_hw(data: Tensor, pads: tuple[int, ...]) -> Tensor:
