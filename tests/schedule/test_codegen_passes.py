@@ -220,17 +220,22 @@ def test_a_strided_load_plan_refuses_what_is_not_a_strided_vector(lanes, stride)
         shuffle_plan(lanes, stride)
 
 
-@pytest.mark.parametrize("stride, width", [(2, 33), (2, 56), (4, 61)])
-def test_a_strided_conv_input_is_read_by_shuffling_whole_vectors(stride, width):
-    wl = Workload.op("depthwise_conv2d_nchw", N=1, C=3, H=9, W=width, R=3, S=3,
-                     stride=stride, padding=1)
+def _columns_vectorized(wl: Workload) -> str:
+    """The source of an NCHW convolution with its reduction outside the output columns,
+    which are vectorized (checked against numpy)."""
     tensors = wl.tensors()
     s = te.create_schedule(tensors[-1:])
     out = s[tensors[-1]]
     n, k, oh, ow = out.op.axis
     out.reorder(n, k, oh, *out.op.reduce_axis, ow)
     out.vectorize(ow)
-    source = _run(wl, tensors, s)
+    return _run(wl, tensors, s)
+
+
+@pytest.mark.parametrize("stride, width", [(2, 33), (2, 56), (4, 61)])
+def test_a_strided_conv_input_is_read_by_shuffling_whole_vectors(stride, width):
+    source = _columns_vectorized(Workload.op("depthwise_conv2d_nchw", N=1, C=3, H=9, W=width,
+                                             R=3, S=3, stride=stride, padding=1))
     assert f"_stride{stride}(&pad[" in source
 
 
@@ -238,15 +243,8 @@ def test_a_strided_conv_input_is_read_by_shuffling_whole_vectors(stride, width):
 def test_a_strided_nchw_conv_reads_its_input_phases_as_whole_vectors(stride, width):
     """conv2d_nchw reads a column-strided input through its ``phases`` stage (the columns
     de-interleaved by the stride): the vector of output columns is one contiguous load."""
-    wl = Workload.op("conv2d_nchw", N=1, C=3, H=9, W=width, K=4, R=3, S=3, stride=stride,
-                     padding=1)
-    tensors = wl.tensors()
-    s = te.create_schedule(tensors[-1:])
-    out = s[tensors[-1]]
-    n, k, oh, ow = out.op.axis
-    out.reorder(n, k, oh, *out.op.reduce_axis, ow)
-    out.vectorize(ow)
-    source = _run(wl, tensors, s)
+    source = _columns_vectorized(Workload.op("conv2d_nchw", N=1, C=3, H=9, W=width, K=4, R=3,
+                                             S=3, stride=stride, padding=1))
     assert "_stride" not in source and "tt_load_float32x16(&phases[" in source
 
 
