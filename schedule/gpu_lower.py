@@ -332,7 +332,7 @@ class _CrossThreadReductions(StmtMutator):
     def __init__(self, launch: dict[str, int], target: Target) -> None:
         self.around: list[For] = []  # the enclosing loops bound to threads
         self.launch = launch
-        self.warp = target.warp_size if target.kind == "cuda" else 1
+        self.warp = target.warp_size  # 1 on OpenCL: no shuffles there
 
     def visit_for(self, s: For) -> Stmt:
         bound = s.kind in (*THREAD_TAGS, *VIRTUAL_TAGS)
