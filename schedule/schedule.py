@@ -448,8 +448,12 @@ class Schedule:
         self._stage_of_op[id(new_op)] = stage
 
     # ------------------------------------------------------------------ cache stages
-    def cache_read(self, tensor: Tensor, scope: str, readers: Sequence[Tensor | Stage]) -> Tensor:
-        """A copy of ``tensor`` in ``scope`` that the given readers read instead."""
+    def cache_read(self, tensor: Tensor, scope: str, readers: Sequence[Tensor | Stage],
+                   axis_order: Sequence[int] | None = None) -> Tensor:
+        """A copy of ``tensor`` in ``scope`` that the given readers read instead. With
+        ``axis_order``, the copy's dimensions are the tensor's in that order (dimension
+        ``i`` of the copy is dimension ``axis_order[i]`` of the tensor): a layout change,
+        e.g. a convolution's weights with the output channels innermost."""
         step = "cache_read"
         source = self[tensor]
         if scope not in SCOPES:
@@ -462,8 +466,12 @@ class Schedule:
             if source not in self.producers(r):
                 raise ScheduleError(f"{step} of {source.name}: {r.name} does not read it")
         src = source.op.output
+        order = _axis_order(step, source.name, axis_order, len(src.shape))
         name = self._unique_name(f"{source.name}.{scope}")
-        cache = compute(src.shape, lambda *idx: src[idx], name=name)
+        place = [order.index(d) for d in range(len(order))]  # tensor dim -> copy dim
+        cache = compute([src.shape[d] for d in order],
+                        lambda *idx: src[tuple(idx[place[d]] for d in range(len(place)))],
+                        name=name)
         cache_stage = Stage(cache.op, self, name)
         cache_stage.scope = scope
         self._insert(cache_stage, min(reader_stages, key=self.stages.index))
@@ -471,12 +479,17 @@ class Schedule:
         # cache_write replaced it): every op that ever was this stage's is redirected
         old_ops = {key: cache for key, st in self._stage_of_op.items() if st is source}
         for r in reader_stages:
-            self._retarget(r, _replace_reads(r.op, old_ops))
-        self.steps.append([step, source.name, scope, [r.name for r in reader_stages]])
+            self._retarget(r, _replace_reads(r.op, old_ops, order))
+        self.steps.append([step, source.name, scope, [r.name for r in reader_stages],
+                           *([order] if axis_order is not None else [])])
         return cache
 
-    def cache_write(self, tensor: Tensor, scope: str) -> Tensor:
-        """Compute ``tensor`` into a ``scope`` buffer first; the stage becomes a copy-out."""
+    def cache_write(self, tensor: Tensor, scope: str,
+                    axis_order: Sequence[int] | None = None) -> Tensor:
+        """Compute ``tensor`` into a ``scope`` buffer first; the stage becomes a copy-out.
+        With ``axis_order``, the buffer's dimensions (and the computing stage's axes) are
+        the tensor's in that order, and the copy-out transposes: e.g. a convolution that
+        accumulates along output channels and writes rows of output columns."""
         step = "cache_write"
         stage = self[tensor]
         if scope not in SCOPES:
@@ -487,18 +500,21 @@ class Schedule:
             raise ScheduleError(f"{step} of {stage.name}: apply cache_write before any other "
                                 "primitive on this stage")
         old = stage.op
+        order = _axis_order(step, stage.name, axis_order, len(old.axis))
         name = self._unique_name(f"{stage.name}.{scope}")
-        cache_op = ComputeOp(name, old.axis, old.body, old.tag, old.attrs)
+        cache_op = ComputeOp(name, [old.axis[d] for d in order], old.body, old.tag, old.attrs)
         cache_stage = Stage(cache_op, self, name)
         cache_stage.scope = scope
         self._insert(cache_stage, stage)
         cache = cache_op.output
-        copy = compute(old.shape, lambda *idx: cache[idx], name=old.name)
+        copy = compute(old.shape, lambda *idx: cache[tuple(idx[d] for d in order)],
+                       name=old.name)
         for iv_new, iv_old in zip(copy.op.axis, old.axis, strict=True):
             iv_new.var.name = iv_old.name  # keep axis names (compute names them ax0..)
         stage._set_op(copy.op)
         self._stage_of_op[id(copy.op)] = stage
-        self.steps.append([step, stage.name, scope])
+        self.steps.append([step, stage.name, scope,
+                           *([order] if axis_order is not None else [])])
         return cache
 
     def rfactor(self, tensor: Tensor, axis: IterVar | str, factor_axis: int = 0) -> Tensor:
@@ -585,15 +601,32 @@ def _select_identity(cond: Expr, value: Expr, reducer: Any) -> Expr:
     return select(cond, value, reducer.identity(value.dtype))
 
 
-def _replace_reads(op: ComputeOp, mapping: dict[int, Tensor]) -> ComputeOp:
+def _replace_reads(op: ComputeOp, mapping: dict[int, Tensor],
+                   order: Sequence[int] | None = None) -> ComputeOp:
+    """``op`` reading the mapped tensors instead; with ``order``, they hold the original's
+    dimensions in that order, so each read's indices are permuted alike."""
     def fn(node: Expr) -> Expr | None:
         if isinstance(node, Load) and isinstance(node.source, Tensor):
             new = mapping.get(id(node.source.op))
             if new is not None:
-                return Load(new, node.indices, node.dtype)
+                indices = node.indices if order is None \
+                    else tuple(node.indices[d] for d in order)
+                return Load(new, indices, node.dtype)
         return None
 
     return ComputeOp(op.name, op.axis, transform(op.body, fn), op.tag, op.attrs)
+
+
+def _axis_order(step: str, name: str, axis_order: Sequence[int] | None,
+                ndim: int) -> list[int]:
+    """A cache step's dimension order, checked: a permutation of ``range(ndim)``."""
+    if axis_order is None:
+        return list(range(ndim))
+    order = list(axis_order)
+    if sorted(order) != list(range(ndim)) or not all(type(d) is int for d in order):
+        raise ScheduleError(f"{step} of {name}: axis_order {order!r} is not a permutation of "
+                            f"its {ndim} dimensions (0..{ndim - 1})")
+    return order
 
 
 def create_schedule(outputs: Tensor | Sequence[Tensor]) -> Schedule:
@@ -615,6 +648,8 @@ _STEP_ARITY = {
     "compute_inline": 2, "compute_root": 2, "cache_read": 4, "cache_write": 3, "rfactor": 4,
     "set_scope": 3,
 }
+#: steps that may end with one more argument (the cache steps' axis order)
+_OPTIONAL_LAST = {"cache_read", "cache_write"}
 
 
 def _apply_step(s: Schedule, step: Sequence[Any]) -> None:
@@ -623,9 +658,10 @@ def _apply_step(s: Schedule, step: Sequence[Any]) -> None:
     kind = step[0]
     if kind not in _STEP_ARITY:
         raise ScheduleError(f"unknown step {kind!r}; known: {', '.join(_STEP_ARITY)}")
-    if len(step) != _STEP_ARITY[kind]:
-        raise ScheduleError(f"{kind} takes {_STEP_ARITY[kind] - 1} arguments, "
-                            f"got {len(step) - 1}")
+    arity = _STEP_ARITY[kind]
+    if len(step) != arity and not (kind in _OPTIONAL_LAST and len(step) == arity + 1):
+        takes = f"{arity - 1} or {arity}" if kind in _OPTIONAL_LAST else f"{arity - 1}"
+        raise ScheduleError(f"{kind} takes {takes} arguments, got {len(step) - 1}")
     stage = s[step[1]]
     args = list(step[2:])
     if kind == "split":
@@ -655,8 +691,8 @@ def _apply_step(s: Schedule, step: Sequence[Any]) -> None:
     elif kind == "compute_root":
         stage.compute_root()
     elif kind == "cache_read":
-        s.cache_read(stage.op.output, args[0], [s[r] for r in args[1]])
+        s.cache_read(stage.op.output, args[0], [s[r] for r in args[1]], *args[2:])
     elif kind == "cache_write":
-        s.cache_write(stage.op.output, args[0])
+        s.cache_write(stage.op.output, args[0], *args[1:])
     elif kind == "rfactor":
         s.rfactor(stage.op.output, args[0], args[1])

@@ -146,6 +146,45 @@ def panel_operands(stage: te.Stage) -> list[str]:
     return out
 
 
+def transposed_vector_layout(stage: te.Stage, lanes: int
+                             ) -> tuple[list[int], list[tuple[str, list[int]]]] | None:
+    """Where the stage's last spatial axis fills no whole number of vectors (an NCHW
+    convolution's 55 or 56 output columns on 16 lanes) but another spatial axis does (its
+    output channels), and every read along that axis indexes it alone in one dimension:
+    the axis order that puts that axis last (the order of a transposing cache-write
+    accumulator, whose copy-out writes the original layout), and for each operand read
+    along the axis in an outer dimension, the dimension order that makes it innermost (a
+    transposed copy of the convolution's weights). None where no axis qualifies."""
+    axes = stage.op.axis
+    if len(axes) < 2 or not stage.op.reduce_axis or axes[-1].extent % lanes == 0:
+        return None
+    candidates = [i for i, a in enumerate(axes[:-1]) if a.extent % lanes == 0]
+    for i in sorted(candidates, key=lambda i: -axes[i].extent):
+        operands = _operands_along(stage, axes[i].var)
+        if operands is not None:
+            return [d for d in range(len(axes)) if d != i] + [i], sorted(operands.items())
+    return None
+
+
+def _operands_along(stage: te.Stage, var: expr.Var) -> dict[str, list[int]] | None:
+    """For each tensor the stage reads with ``var`` as a whole outer index, the dimension
+    order moving that index last; None if some read uses ``var`` otherwise."""
+    operands: dict[str, list[int]] = {}
+    for load in reads(stage):
+        dims = [d for d, idx in enumerate(load.indices) if var in expr.free_vars(idx)]
+        if not dims:
+            continue
+        if len(dims) != 1 or load.indices[dims[0]] is not var:
+            return None
+        (d,) = dims
+        if d == len(load.indices) - 1:
+            continue
+        order = [x for x in range(len(load.indices)) if x != d] + [d]
+        if operands.setdefault(load.source.name, order) != order:
+            return None
+    return operands
+
+
 #: at most this many copies of a stage's body are unrolled to settle its branches
 MAX_BRANCH_COPIES = 64
 _ORDER = ("<", "<=", ">", ">=")

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from schedule import cpu_intrin, make_schedule, te
+from schedule import dtype as dt
 
 from . import analysis
 from .sketch import Sketch, SketchOp
@@ -137,22 +138,46 @@ def multi_level_tiling(ctx: SketchContext, stage: te.Stage) -> RuleResult | None
     1 or 2), or add a cache-write accumulator stage fused the same way; keep the plain
     tiling as an alternative. A fused tiling that reads an operand a row apart per step
     (``analysis.panel_operands``: a GEMM's right-hand side) is also offered with that
-    operand packed per tile (the ``pack`` op)."""
+    operand packed per tile (the ``pack`` op). Where the output's rows fill no whole
+    number of vectors but another axis does (``transposed_accumulators``), that axis is
+    also offered as the vector axis."""
     if not analysis.needs_multi_level_tiling(stage):
         return None
     plain = [SketchOp("tile", stage.name)]
     consumer = ctx.fusible_consumer(stage)
+    local = f"{stage.name}.local"
     if consumer is not None:
         fused = [[SketchOp("tile", stage.name, level, consumer.name)] for level in (1, 2)]
     else:
-        local = f"{stage.name}.local"
         fused = [[SketchOp("cache_write", stage.name),
                   SketchOp("tile", local, level, stage.name)] for level in (1, 2)]
     panels = analysis.panel_operands(stage)
     packed = [[*ops[:-1], dataclasses.replace(ops[-1], packed=True),
                *(SketchOp("pack", ops[-1].stage, operand=name) for name in panels)]
               for ops in fused] if panels else []
-    return RuleResult([*fused, *packed, plain], skip_rest=True)
+    transposed = transposed_accumulators(ctx, stage) if consumer is None else []
+    return RuleResult([*fused, *packed, *transposed, plain], skip_rest=True)
+
+
+def transposed_accumulators(ctx: SketchContext, stage: te.Stage) -> list[list[SketchOp]]:
+    """On a cpu target, a stage whose last axis fills no whole number of vectors while
+    another axis does (``analysis.transposed_vector_layout``: an NCHW convolution's 55
+    output columns, its 64 output channels) accumulates in a cache-write tile whose axes
+    put that other axis last, so the register tiles are whole vectors of it; the copy-out
+    writes the original layout, and operands read along that axis in an outer dimension
+    (the weights) are read from a transposed copy, made once per call."""
+    if ctx.task.target.kind != "cpu":
+        return []
+    lanes = ctx.task.vector_lanes(dt.itemsize(stage.op.output.dtype))
+    layout = analysis.transposed_vector_layout(stage, lanes)
+    if layout is None:
+        return []
+    order, operands = layout
+    local = f"{stage.name}.local"
+    return [[SketchOp("cache_write", stage.name, axis_order=tuple(order)),
+             SketchOp("tile", local, level, stage.name),
+             *(SketchOp("pack", local, operand=name, axis_order=tuple(o))
+               for name, o in operands)] for level in (1, 2)]
 
 
 def tensorize_int8_dot(ctx: SketchContext, stage: te.Stage) -> RuleResult | None:
@@ -290,8 +315,12 @@ def _describe(rule: str, ops: list[SketchOp]) -> str:
             text += " per row"
         if op.kind == "gpu_tile":
             text += f" SSSRRSRS@{op.consumer} (blocks, vthreads, threads; shared inputs)"
+        if op.axis_order and op.kind == "cache_write":
+            text += f" transposed {list(op.axis_order)}"
         if op.kind == "pack":
             text = f"pack {op.operand} for {op.stage}"
+            if op.axis_order:
+                text = f"transpose {op.operand} {list(op.axis_order)} for {op.stage}"
         if op.intrin and op.kind == "tile":
             text += f" tensorized {op.intrin}"
         parts.append(text)

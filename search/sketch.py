@@ -53,6 +53,9 @@ class SketchOp:
     #: tile: the tensor intrinsic computing the innermost spatial x reduce loops (kept
     #: whole, innermost); location: a stage such a nest reads stays a buffer (no inline)
     intrin: str = ""
+    #: cache_write: the accumulator's axes in this order (the copy-out transposes);
+    #: pack: a whole transposed copy of the operand, its dimensions in this order
+    axis_order: tuple[int, ...] = ()
 
 
 @dataclass
@@ -138,7 +141,7 @@ def _inline(task: SearchTask, s: te.Schedule, op: SketchOp, decide: Decide) -> N
 
 
 def _cache_write(task: SearchTask, s: te.Schedule, op: SketchOp, decide: Decide) -> None:
-    s.cache_write(s[op.stage].op.output, "local")
+    s.cache_write(s[op.stage].op.output, "local", op.axis_order or None)
 
 
 def _tile(task: SearchTask, s: te.Schedule, op: SketchOp, decide: Decide) -> None:
@@ -175,19 +178,31 @@ def _tile(task: SearchTask, s: te.Schedule, op: SketchOp, decide: Decide) -> Non
     if op.intrin:
         stage.tensorize(kept[0], op.intrin)
     if op.fuse_level:
-        consumer = s[op.consumer]
-        c_levels: list[list[te.IterVar]] = [[] for _ in range(op.fuse_level + 1)]
-        for a_c, a in zip(consumer.op.axis, spatial, strict=False):
-            f1, f2, f3 = tiles[a.name]
-            factors = [f1 * f2 * f3, f2 * f3][:op.fuse_level]
-            rest = a_c
-            for lvl, factor in enumerate(factors):
-                outer, rest = consumer.split(rest, factor=factor)
-                c_levels[lvl].append(outer)
-            c_levels[-1].append(rest)
-        c_levels[-1] += consumer.op.axis[len(spatial):]  # the intrinsic's, untiled
-        consumer.reorder(*[iv for lvl in c_levels for iv in lvl])
-        stage.compute_at(consumer, c_levels[op.fuse_level - 1][-1])
+        _fuse_into_consumer(s[op.consumer], stage, spatial, tiles, op.fuse_level)
+
+
+def _fuse_into_consumer(consumer: te.Stage, stage: te.Stage, spatial: list[te.IterVar],
+                        tiles: dict[str, Any], fuse_level: int) -> None:
+    """Tile the consumer like ``stage``'s outer ``fuse_level`` levels and compute ``stage``
+    at the last of them. The consumer's axes pair with ``stage``'s spatial ones by name
+    (a transposing accumulator lists them in another order: the consumer's tile loops
+    follow the stage's order, its innermost loops its own, so its stores stay contiguous);
+    axes past the stage's (an intrinsic's, untiled) come last."""
+    by_name = {a.name: a for a in consumer.op.axis}
+    if not all(a.name in by_name for a in spatial):  # an element-wise consumer's own names
+        by_name = {a.name: a_c for a, a_c in zip(spatial, consumer.op.axis, strict=False)}
+    c_levels: list[list[te.IterVar]] = [[] for _ in range(fuse_level)]
+    inner: dict[int, te.IterVar] = {}
+    for a in spatial:
+        f1, f2, f3 = tiles[a.name]
+        rest = by_name[a.name]
+        for lvl, factor in enumerate([f1 * f2 * f3, f2 * f3][:fuse_level]):
+            outer, rest = consumer.split(rest, factor=factor)
+            c_levels[lvl].append(outer)
+        inner[id(by_name[a.name])] = rest
+    last = [inner.get(id(a), a) for a in consumer.op.axis]
+    consumer.reorder(*[iv for lvl in c_levels for iv in lvl], *last)
+    stage.compute_at(consumer, c_levels[fuse_level - 1][-1])
 
 
 def _pack(task: SearchTask, s: te.Schedule, op: SketchOp, decide: Decide) -> None:
@@ -199,6 +214,9 @@ def _pack(task: SearchTask, s: te.Schedule, op: SketchOp, decide: Decide) -> Non
     it against the tile's reuse."""
     stage = s[op.stage]
     (tensor,) = {load.source for load in analysis.reads(stage) if load.source.name == op.operand}
+    if op.axis_order:  # a transposed copy, made once per call at the root
+        s.cache_read(tensor, "global", [stage], op.axis_order)
+        return
     panel = s[s.cache_read(tensor, "global", [stage])]
     level = decide(f"pack:{stage.name}", ChoiceDecision(PACK_LEVELS))
     if level == 0 and stage.attach == "at":

@@ -483,6 +483,43 @@ def test_cache_read_of_a_cache_written_stage():
     check(s, [A, B, D], lambda a, b: (a @ b) * 2)
 
 
+def test_cache_stages_in_another_axis_order_transpose_and_stay_correct():
+    """A cache_read with an axis order is a transposed copy its readers index alike; a
+    cache_write with one accumulates with its axes in that order (vectorized along the
+    axis put last) and the copy-out writes the original layout; the steps replay."""
+    A, B, C = matmul(24, 20, 12)
+    s = te.create_schedule(C)
+    BT = s.cache_read(B, "global", [C], axis_order=[1, 0])
+    CL = s.cache_write(C, "local", axis_order=[1, 0])
+    assert BT.shape == (20, 12) and CL.shape == (20, 24)
+    j, i = s[CL].op.axis
+    assert (j.name, i.name) == ("j", "i")
+    jo, ji = s[C].split(s[C].op.axis[1], factor=5)
+    s[C].reorder(jo, s[C].op.axis[0], ji)
+    s[CL].compute_at(s[C], s[C].op.axis[0])
+    s[CL].reorder(*s[CL].op.axis[:1], *s[CL].op.reduce_axis, s[CL].op.axis[1])
+    s[CL].vectorize(s[CL].op.axis[1])
+    text = str(lower(s, [A, B, C]))
+    assert "allocate B_global: float32[20, 12]" in text
+    assert "allocate C_local: float32[5, 1]" in text  # one row's 5 columns, columns first
+    check(s, [A, B, C], mm_ref)
+    assert s.steps[:2] == [["cache_read", "B", "global", ["C"], [1, 0]],
+                           ["cache_write", "C", "local", [1, 0]]]
+    replayed = te.create_schedule(C)
+    replayed.cache_read(B, "global", [C])  # without an order, the step keeps its old form
+    assert replayed.steps == [["cache_read", "B", "global", ["C"]]]
+
+
+@pytest.mark.parametrize("order", [[0, 0], [1], [0, 2], [0.0, 1]])
+def test_a_cache_axis_order_that_is_no_permutation_is_refused(order):
+    A, B, C = matmul(4, 4, 4)
+    s = te.create_schedule(C)
+    with pytest.raises(ScheduleError, match="not a permutation of its 2 dimensions"):
+        s.cache_read(B, "global", [C], axis_order=order)
+    with pytest.raises(ScheduleError, match="not a permutation of its 2 dimensions"):
+        s.cache_write(C, "local", axis_order=order)
+
+
 def test_unrolled_loop_around_an_attached_stage():
     # found by the random-schedule search: unrolling repeats the attached buffer
     A, B, C = matmul(7, 5, 3)

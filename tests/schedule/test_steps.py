@@ -38,6 +38,17 @@ def test_malformed_steps_are_a_clear_error(doc: object, message: str) -> None:
         Steps.from_json(doc)
 
 
+def test_cache_steps_replay_with_and_without_an_axis_order() -> None:
+    transposed = [["cache_read", "B", "global", ["T_matmul"], [1, 0]],
+                  ["cache_write", "T_matmul", "local", [1, 0]]]
+    s, _ = make_schedule(WL, transposed)
+    assert s.steps == transposed
+    with pytest.raises(ScheduleError, match="cache_write takes 2 or 3 arguments, got 4"):
+        make_schedule(WL, [["cache_write", "T_matmul", "local", [1, 0], "x"]])
+    with pytest.raises(ScheduleError, match="not a permutation"):
+        make_schedule(WL, [["cache_write", "T_matmul", "local", [1, 1]]])
+
+
 def test_make_schedule_names_the_step_that_does_not_apply() -> None:
     with pytest.raises(ScheduleError, match="step 1"):
         make_schedule(WL, [["split", "T_matmul", "i", 4], ["split", "T_matmul", "zz", 2]])

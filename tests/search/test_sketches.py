@@ -19,6 +19,9 @@ CASES = [
     ("batch_matmul", {"B": 2, "M": 12, "N": 20, "K": 8, "transpose_b": True}),
     ("batch_matmul", {"B": 2, "M": 10, "N": 24, "K": 12}),  # B read down k: packed too
     ("conv2d_nchw", {"N": 1, "C": 6, "H": 10, "W": 10, "K": 8, "R": 3, "S": 3, "padding": 1}),
+    # 10 output columns fill no whole vector, 16 channels do: also transposed accumulators
+    ("conv2d_nchw", {"N": 1, "C": 3, "H": 21, "W": 21, "K": 16, "R": 5, "S": 5, "stride": 2,
+                     "padding": 1}),
     ("conv2d_nhwc", {"N": 1, "C": 8, "H": 9, "W": 9, "K": 12, "R": 3, "S": 3, "stride": 2,
                      "padding": 1}),
     ("depthwise_conv2d_nchw", {"N": 1, "C": 8, "H": 11, "W": 11, "R": 3, "S": 3,
@@ -70,6 +73,55 @@ def test_matmul_sketches_tile_with_a_cache_stage_or_plainly():
     assert any("cache_write" in n and "L2" in n for n in names)
     assert any(n == "tile T_matmul" for n in names)
     assert sum("pack B for T_matmul.local" in n for n in names) == 2  # both fused tilings
+
+
+@pytest.mark.parametrize(("op", "params", "layout"), [
+    # 55 columns on 16 (or 8) lanes; the 64 channels fill whole vectors: they go last,
+    # and the weights are read from a copy with the output channels innermost
+    ("conv2d_nchw", {"N": 1, "C": 3, "H": 224, "W": 224, "K": 64, "R": 11, "S": 11,
+                     "stride": 4, "padding": 2}, ([0, 2, 3, 1], [("kernel", [1, 2, 3, 0])])),
+    # rows of 20 on 16 lanes, 32 rows: A is read along i in its outer dimension
+    ("matmul", {"M": 32, "N": 20, "K": 8}, ([1, 0], [("A", [1, 0])])),
+    # whole vectors of columns already: nothing to transpose
+    ("conv2d_nchw", {"N": 1, "C": 3, "H": 32, "W": 32, "K": 64, "R": 3, "S": 3,
+                     "padding": 1}, None),
+    # no other axis fills a vector
+    ("matmul", {"M": 30, "N": 20, "K": 8}, None),
+])
+def test_a_stage_whose_rows_fill_no_vectors_may_vectorize_another_axis(op, params, layout):
+    from search import analysis
+
+    s, _ = make_schedule(Workload.op(op, **params))
+    (stage,) = [st for st in analysis.compute_stages(s) if st.op.reduce_axis]
+    assert analysis.transposed_vector_layout(stage, 16) == layout
+
+
+def test_transposed_accumulators_hold_whole_vectors_of_channels_and_write_nchw():
+    """The AlexNet stem in NCHW (55 output columns): the transposed sketch accumulates a
+    register tile of 5 columns x 64 channels, channels innermost (whole vectors), reads
+    the weights from a copy with the channels innermost, and writes NCHW: numpy agrees."""
+    wl = Workload.op("conv2d_nchw", N=1, C=3, H=224, W=224, K=64, R=11, S=11, stride=4,
+                     padding=2)
+    task = SearchTask(wl, "cpu")
+    names = [str(sk) for sk in generate_sketches(task)]
+    transposed = [n for n in names if "transposed [0, 2, 3, 1]" in n]
+    assert len(transposed) == 2 and all(
+        "transpose kernel [1, 2, 3, 0] for conv.local" in n for n in transposed)
+    (sketch,) = [sk for sk in generate_sketches(task)
+                 if "transposed" in str(sk) and "L1" in str(sk)]
+    decisions = {"tile:conv.local:n": (1, 1, 1), "tile:conv.local:oh": (1, 1, 1),
+                 "tile:conv.local:ow": (1, 1, 5), "tile:conv.local:k": (1, 1, 64),
+                 "tile:conv.local:rc": (3,), "tile:conv.local:ry": (11,),
+                 "tile:conv.local:rx": (11,), "location:phases": "inline",
+                 "unroll:conv.local": 512}
+    s, args = instantiate(task, sketch, sampler(decisions, {}, random.Random(0)))
+    text = str(lower(s, args))
+    assert "allocate kernel_global: float32[3, 11, 11, 64]" in text
+    assert "allocate conv_local: float32[1, 1, 5, 64]" in text
+    inputs = wl.random_inputs(0)
+    out = np.zeros((1, 64, 55, 55), "float32")
+    build(s, args)(*inputs, out)
+    np.testing.assert_allclose(out, wl.reference(inputs)[0], rtol=2e-4, atol=2e-4)
 
 
 @pytest.mark.parametrize(("op", "params", "panels"), [
