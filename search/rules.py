@@ -145,10 +145,10 @@ def multi_level_tiling(ctx: SketchContext, stage: te.Stage) -> RuleResult | None
         return None
     plain = [SketchOp("tile", stage.name)]
     consumer = ctx.fusible_consumer(stage)
-    local = f"{stage.name}.local"
     if consumer is not None:
         fused = [[SketchOp("tile", stage.name, level, consumer.name)] for level in (1, 2)]
     else:
+        local = f"{stage.name}.local"
         fused = [[SketchOp("cache_write", stage.name),
                   SketchOp("tile", local, level, stage.name)] for level in (1, 2)]
     panels = analysis.panel_operands(stage)
