@@ -249,7 +249,9 @@ function chart(task, metric, trials, logScale, other = null) {
   for (const [name, v] of baselines) {
     const color = BASELINE_COLORS[name] || "#555";
     const line = svg("g", { class: "baseline", "data-baseline": name });
-    line.append(svg("line", { x1: PAD.left, x2: W - PAD.right, y1: y(v), y2: y(v), stroke: color,
+    // on a pixel row's centre: off it, antialiasing blends a thin line into two paler rows
+    const yRow = Math.round(y(v) - 0.5) + 0.5;
+    line.append(svg("line", { x1: PAD.left, x2: W - PAD.right, y1: yRow, y2: yRow, stroke: color,
                               "stroke-width": 1.5, "stroke-dasharray": "2 3" }),
                 svg("text", { x: W - PAD.right - 4, y: y(v) - 4, "text-anchor": "end",
                               "font-size": 11, fill: color },
