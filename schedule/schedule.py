@@ -622,9 +622,9 @@ def _axis_order(step: str, name: str, axis_order: Sequence[int] | None,
     """A cache step's dimension order, checked: a permutation of ``range(ndim)``."""
     if axis_order is None:
         return list(range(ndim))
-    order = list(axis_order)
-    if sorted(order) != list(range(ndim)) or not all(type(d) is int for d in order):
-        raise ScheduleError(f"{step} of {name}: axis_order {order!r} is not a permutation of "
+    order = list(axis_order) if isinstance(axis_order, list | tuple) else [axis_order]
+    if not all(type(d) is int for d in order) or sorted(order) != list(range(ndim)):
+        raise ScheduleError(f"{step} of {name}: axis_order {axis_order!r} is not a permutation of "
                             f"its {ndim} dimensions (0..{ndim - 1})")
     return order
 

@@ -510,7 +510,7 @@ def test_cache_stages_in_another_axis_order_transpose_and_stay_correct():
     assert replayed.steps == [["cache_read", "B", "global", ["C"]]]
 
 
-@pytest.mark.parametrize("order", [[0, 0], [1], [0, 2], [0.0, 1]])
+@pytest.mark.parametrize("order", [[0, 0], [1], [0, 2], [0.0, 1], [0, "1"], 1, "10"])
 def test_a_cache_axis_order_that_is_no_permutation_is_refused(order):
     A, B, C = matmul(4, 4, 4)
     s = te.create_schedule(C)
