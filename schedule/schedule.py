@@ -470,8 +470,7 @@ class Schedule:
         name = self._unique_name(f"{source.name}.{scope}")
         place = [order.index(d) for d in range(len(order))]  # tensor dim -> copy dim
         cache = compute([src.shape[d] for d in order],
-                        lambda *idx: src[tuple(idx[place[d]] for d in range(len(place)))],
-                        name=name)
+                        lambda *idx: src[tuple(idx[p] for p in place)], name=name)
         cache_stage = Stage(cache.op, self, name)
         cache_stage.scope = scope
         self._insert(cache_stage, min(reader_stages, key=self.stages.index))
