@@ -18,7 +18,9 @@ Per row: each contender's median time per call from Python (median of ``--rounds
 interleaved rounds, each the median of the calls in 0.3 s), ours at every budget as
 GFLOP/s, as a fraction of this machine's FMA peak (``bench/fma_peak.py``, measured at the
 start) and as the ratio to the fastest library; memory-bound rows (fewer than 4 FLOPs per
-byte that must move) give GB/s instead of the peak fraction. The issue's aim: every row
+byte that must move) give GB/s instead of the peak fraction; "(in tuning x)" is the
+figure the tune measured for that program (the one it ranked it by: far below the re-time,
+the program was measured in a fast moment; see ``bench/host_drift.py``). The issue's aim: every row
 at least 1.05x the best library at 1000 trials. Run it with nothing else on the machine.
 """
 
@@ -226,6 +228,8 @@ class Tuned:
     """One workload's tune: the best steps after each budget, and what the tune cost."""
 
     best_steps: dict[int, list] = field(default_factory=dict)
+    #: the in-tuning figure (seconds) of each budget's best program
+    best_cost: dict[int, float] = field(default_factory=dict)
     wall_s: float = 0.0
     trials: int = 0
     disturbed: int = 0
@@ -251,12 +255,13 @@ def tune_to(wl: Workload, marks: list[int], pool, seed: int) -> Tuned:
                 best_cost, best_steps = record.median_cost, record.steps
             for mark in marks:
                 if measured == mark and best_steps is not None:
-                    tuned.best_steps[mark] = best_steps
+                    tuned.best_steps[mark], tuned.best_cost[mark] = best_steps, best_cost
         db.close()
     tuned.trials = measured
     if best_steps is not None:  # a tune that stopped early: its last best for what remains
         for mark in marks:
             tuned.best_steps.setdefault(mark, best_steps)
+            tuned.best_cost.setdefault(mark, best_cost)
     return tuned
 
 
@@ -303,7 +308,8 @@ def run_workload(name: str, anchor: Anchor, marks: list[int], rounds: int, pool,
         seconds = timed[key]
         speed = (f"{moved / seconds / 1e9:.1f} GB/s" if memory_bound else
                  f"{wl.flops / seconds / 1e9:.0f} GFLOP/s ({wl.flops / seconds / 1e9 / peak:.2f})")
-        cells.append(f"{seconds * 1e3:.3f} ms, {speed}, **{timed[best_library] / seconds:.2f}x**")
+        cells.append(f"{seconds * 1e3:.3f} ms, {speed}, **{timed[best_library] / seconds:.2f}x** "
+                     f"(in tuning {tuned.best_cost[mark] * 1e3:.3f})")
     cells.append(f"{best_library}")
     cells.append(f"{tuned.wall_s:.0f} s ({tuned.wall_s / max(tuned.trials, 1):.2f} s/trial)"
                  + (f", {tuned.disturbed} disturbed" if tuned.disturbed else ""))

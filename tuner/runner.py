@@ -1,6 +1,8 @@
 """The tuning loop of one job: the task scheduler picks a task, its search policy proposes a
 batch, the pool builds and times it, and each measured trial goes through the job's measure
-callbacks (records committed as they arrive, the policy notified, progress stored).
+callbacks (records committed as they arrive, the policy notified, progress stored). A
+result that would make its program the task's best is measured again first
+(``second_look``): on a shared machine the fastest single figure is mostly the luckiest.
 
 The tasks of a job share what they learn (``JobSpec.share_across_tasks``): one cost model
 trained on all their measurements (labels normalised per task), and before each round a
@@ -25,6 +27,7 @@ compare times of different hosts: their clocks must agree within the stale limit
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import os
@@ -52,6 +55,7 @@ from workers import (
 from .callbacks import MeasureCallback, default_callbacks
 from .progress import TaskProgress, TimeSplit, TuneResult, estimated_latency
 from .scheduler import TaskScheduler, roofline_seconds
+from .second_look import QUIET_VARIATION, agree, settle, worth_a_look
 from .spec import JobSpec
 from .trial import Trial, is_disturbed, is_reconfirmation, past_measurement
 
@@ -72,10 +76,6 @@ MAX_RUNNER_DEATHS = 2
 Event = dict[str, Any]
 EventCallback = Callable[[Event], None]
 
-#: How far a quiet machine's timings of one program may differ between two measurements (a
-#: 2-core VM measured 7-9% between runs minutes apart): the least disagreement between a
-#: re-measurement and its record that makes a figure unconfirmed.
-QUIET_VARIATION = 0.10
 
 
 class JobCancelled(Exception):
@@ -431,21 +431,61 @@ class JobRunner:
 
     def measure(self, trials: Sequence[Trial]) -> list[MeasureResult]:
         """Measure one batch of trials of one task; every result goes through the
-        callbacks as it arrives, then the batch does."""
+        callbacks as it arrives, then the batch does. A result that would make its
+        program the task's best is held back until the batch is measured; the fastest of
+        those is then measured again (``second_look``) and counts as its looks settle."""
+        trials = list(trials)
+        held: dict[int, MeasureResult] = {}
 
-        def on_result(i: int, result: MeasureResult) -> None:
+        def report(i: int, result: MeasureResult) -> None:
             for callback in self.callbacks:
                 callback.on_result(self, trials[i], result)
+
+        def on_result(i: int, result: MeasureResult) -> None:
+            if self._would_lead(trials[i], result, held.values()):
+                held[i] = result
+            else:
+                report(i, result)
 
         start = time.perf_counter()
         db_before = self.seconds.database
         results = self.pool.measure([t.input for t in trials], on_result)
+        if held:
+            leader = min(held, key=lambda i: held[i].median_cost or 0.0)
+            trials[leader], results[leader] = self._look_again(trials[leader], held[leader])
+            held[leader] = results[leader]
+            for i in sorted(held):
+                report(i, held[i])
         self.seconds.measure += time.perf_counter() - start - (self.seconds.database - db_before)
         self.seconds.build += sum(r.build_s for r in results)
         self.seconds.run += sum(r.run_s for r in results)
         for callback in self.callbacks:
             callback.on_batch(self, trials, results)
         return results
+
+    def _would_lead(self, trial: Trial, result: MeasureResult,
+                    held: Iterable[MeasureResult]) -> bool:
+        """Whether ``result`` makes its program the fastest of its task so far (counting
+        the results held back in this batch) with a figure another look can check."""
+        if trial.reconfirm or not worth_a_look(result):
+            return False
+        best = min([self.tasks[trial.task].best_cost, *(r.median_cost or math.inf for r in held)])
+        return (result.median_cost or math.inf) < best
+
+    def _look_again(self, trial: Trial, first: MeasureResult) -> tuple[Trial, MeasureResult]:
+        """Measure ``trial`` once more, and a third time if the two looks disagree; the
+        trial (carrying every look's repeats) and the result its record keeps. A look that
+        failed or was disturbed says nothing about the program and ends the looking."""
+        looks = [first]
+        while len(looks) < 3 and (len(looks) == 1 or not agree(looks[0], looks[1])):
+            (again,) = self.pool.measure([trial.input])
+            if not worth_a_look(again):
+                break
+            looks.append(again)
+        if len(looks) == 1:
+            return trial, first
+        return (dataclasses.replace(trial, looks=tuple(tuple(r.costs) for r in looks)),
+                settle(looks))
 
     # ------------------------------------------------------------------ the end
     def _reconfirm(self) -> None:

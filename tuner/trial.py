@@ -25,13 +25,16 @@ MAX_ERROR_CHARS = 4000
 @dataclass(frozen=True)
 class Trial:
     """Candidate ``candidate`` of task number ``task`` (its ``workload``) on ``target``;
-    ``reconfirm`` marks a re-measurement of a known program at the end of a job."""
+    ``reconfirm`` marks a re-measurement of a known program at the end of a job; ``looks``:
+    the repeats of each measurement of it when it was measured more than once before its
+    record was stored (``second_look``)."""
 
     task: int
     workload: Workload
     target: Target
     candidate: Candidate
     reconfirm: bool = False
+    looks: tuple[tuple[float, ...], ...] = ()
 
     @property
     def input(self) -> MeasureInput:
@@ -49,6 +52,8 @@ class Trial:
             measure["node"] = prov.node
         if self.origin is not None:
             measure["origin"] = self.origin
+        if self.looks:
+            measure["looks"] = [list(look) for look in self.looks]
         if result.ok:
             measure["noise"] = result.noise
             if result.disturbed:

@@ -38,14 +38,16 @@ SETTINGS = MeasureSettings(repeat=2, min_repeat_ms=1)
 
 class ScriptedDevice(LoweredTextDevice):
     """Answers each run with a cost from the program's split factor (1 ms per factor),
-    times ``slowdown`` from run ``slow_from`` on, and disturbed where ``disturb(run)``."""
+    times ``slowdown`` from run ``slow_from`` on and times ``moment(run)`` (the machine's
+    speed at that moment), disturbed where ``disturb(run, factor)``."""
 
     resource = "scripted-measure"
 
-    def __init__(self, disturb=lambda run: False, slow_from: int = 10**9,
-                 slowdown: float = 1.0) -> None:
+    def __init__(self, disturb=lambda run, factor: False, slow_from: int = 10**9,
+                 slowdown: float = 1.0, moment=lambda run: 1.0) -> None:
         super().__init__()
         self.disturb, self.slow_from, self.slowdown = disturb, slow_from, slowdown
+        self.moment = moment
         self.runs = 0
 
     @property
@@ -55,8 +57,10 @@ class ScriptedDevice(LoweredTextDevice):
     def run(self, build: BuildResult, inp: MeasureInput,
             settings: MeasureSettings) -> MeasureResult:
         self.runs += 1
-        cost = 1e-3 * inp.steps[0][3] * (self.slowdown if self.runs >= self.slow_from else 1)
-        disturbed = self.disturb(self.runs)
+        factor = inp.steps[0][3]
+        cost = 1e-3 * factor * (self.slowdown if self.runs >= self.slow_from else 1) \
+            * self.moment(self.runs)
+        disturbed = self.disturb(self.runs, factor)
         return MeasureResult([cost] * settings.repeat, ErrorKind.NONE, device=self.id,
                              provenance=Provenance(device_model="scripted"),
                              noise=2.0 if disturbed else 1.02, disturbed=disturbed)
@@ -106,7 +110,7 @@ def _tune(tmp_path: Path, device: ScriptedDevice, reconfirm: int = 1):
 
 
 def test_disturbed_figures_are_stored_and_counted_but_not_learnt_from(tmp_path, spy):
-    db, result = _tune(tmp_path, ScriptedDevice(disturb=lambda run: run % 2 == 0),
+    db, result = _tune(tmp_path, ScriptedDevice(disturb=lambda run, factor: factor in (16, 4, 1)),
                        reconfirm=0)
     assert result.status == "succeeded"
     assert len(spy.last.learned) == 3 and len(spy.last.disturbed) == 3
@@ -122,7 +126,8 @@ def test_disturbed_figures_are_stored_and_counted_but_not_learnt_from(tmp_path, 
 
 def test_a_re_measurement_that_disagrees_with_the_record_is_not_confirmed(tmp_path, spy):
     # the machine turns 1.6x slower (unnoticed by its checks) for the final re-measurement
-    db, result = _tune(tmp_path, ScriptedDevice(slow_from=7, slowdown=1.6))
+    # (run 9: six candidates and each batch's leader looked at again)
+    db, result = _tune(tmp_path, ScriptedDevice(slow_from=9, slowdown=1.6))
     task = result.task(WORKLOAD)
     assert not task.confirmed and task.best_cost == pytest.approx(1e-3)  # the record's
     assert "1.60x its record's" in task.unconfirmed
@@ -131,7 +136,7 @@ def test_a_re_measurement_that_disagrees_with_the_record_is_not_confirmed(tmp_pa
 
 
 def test_a_disturbed_re_measurement_is_not_confirmed(tmp_path, spy):
-    db, result = _tune(tmp_path, ScriptedDevice(disturb=lambda run: run >= 7))
+    db, result = _tune(tmp_path, ScriptedDevice(disturb=lambda run, factor: run >= 9))
     task = result.task(WORKLOAD)
     assert not task.confirmed and task.best_cost == pytest.approx(1e-3)
     assert "disturbed by other work" in task.unconfirmed
@@ -139,8 +144,47 @@ def test_a_disturbed_re_measurement_is_not_confirmed(tmp_path, spy):
 
 
 def test_an_agreeing_re_measurement_confirms(tmp_path, spy):
-    db, result = _tune(tmp_path, ScriptedDevice(slow_from=7, slowdown=1.03))
+    db, result = _tune(tmp_path, ScriptedDevice(slow_from=9, slowdown=1.03))
     task = result.task(WORKLOAD)
     assert task.confirmed and task.unconfirmed == ""
     assert task.best_cost == pytest.approx(1.03e-3)
+    db.close()
+
+
+def _record_of(db: Database, job_id: str, factor: int):
+    (record,) = [r for r in db.query_records(job_id=job_id)
+                 if r.steps[0][3] == factor and not r.measure.get("origin", {}).get("reconfirm")]
+    return record
+
+
+def test_a_leader_measured_in_a_fast_moment_keeps_the_middle_of_three_looks(tmp_path, spy):
+    # run 3 (factor 8, the first batch's fastest) is timed while the machine is 2x fast;
+    # its second look (run 4) disagrees, so a third (run 5) settles it at its real 8 ms
+    device = ScriptedDevice(moment=lambda run: 0.5 if run == 3 else 1.0)
+    db, result = _tune(tmp_path, device, reconfirm=0)
+    record = _record_of(db, result.job_id, 8)
+    assert record.median_cost == pytest.approx(8e-3)
+    assert record.measure["looks"] == [[4e-3, 4e-3], [8e-3, 8e-3], [8e-3, 8e-3]]
+    assert spy.last.learned[:3] == pytest.approx([32e-3, 16e-3, 8e-3])  # not the lucky 4
+    assert device.runs == 6 + 2 + 1  # the candidates, batch 1's two more looks, batch 2's one
+    db.close()
+
+
+def test_agreeing_looks_keep_the_repeats_of_both(tmp_path, spy):
+    db, result = _tune(tmp_path, ScriptedDevice(moment=lambda run: 1.05 if run == 4 else 1.0),
+                       reconfirm=0)
+    record = _record_of(db, result.job_id, 8)
+    assert record.costs == pytest.approx([8e-3, 8e-3, 8.4e-3, 8.4e-3])
+    assert len(record.measure["looks"]) == 2
+    # what does not lead is measured once
+    assert "looks" not in _record_of(db, result.job_id, 16).measure
+    assert result.task(WORKLOAD).best_cost == pytest.approx(1e-3)
+    db.close()
+
+
+def test_a_disturbed_second_look_leaves_the_first_figure(tmp_path, spy):
+    db, result = _tune(tmp_path, ScriptedDevice(disturb=lambda run, factor: run == 4),
+                       reconfirm=0)
+    record = _record_of(db, result.job_id, 8)
+    assert record.costs == pytest.approx([8e-3, 8e-3]) and "looks" not in record.measure
     db.close()
