@@ -4,8 +4,8 @@ record counts.
 A tuner ranks programs by one measurement each and keeps the fastest. On a shared machine
 a program's speed drifts from one moment to the next, by tens of percent for memory-heavy
 programs (the host's last-level cache and memory are shared with other tenants, which the
-VM's own CPU accounting does not see: ``bench/host_drift.py`` measured one GEMM at 12.6 to
-24 ms in processes seconds apart while numpy's stayed within 1.3x). So the fastest of
+VM's own CPU accounting does not see: ``bench/host_drift.py`` measured one GEMM at 11.9 to
+24 ms in processes seconds apart while numpy's stayed within 1.44x). So the fastest of
 hundreds of single figures is mostly the one taken in the fastest moment: a GEMM tune kept
 a program measured at 12.2 ms that re-times at 15 ms, and the best query returned it.
 
