@@ -452,10 +452,12 @@ class JobRunner:
         results = self.pool.measure([t.input for t in trials], on_result)
         if held:
             leader = min(held, key=lambda i: held[i].median_cost or 0.0)
-            trials[leader], results[leader] = self._look_again(trials[leader], held[leader])
-            held[leader] = results[leader]
-            for i in sorted(held):
-                report(i, held[i])
+            try:
+                trials[leader], results[leader] = self._look_again(trials[leader], held[leader])
+                held[leader] = results[leader]
+            finally:  # a look that failed (the cluster lost) loses no first figure
+                for i in sorted(held):
+                    report(i, held[i])
         self.seconds.measure += time.perf_counter() - start - (self.seconds.database - db_before)
         self.seconds.build += sum(r.build_s for r in results)
         self.seconds.run += sum(r.run_s for r in results)

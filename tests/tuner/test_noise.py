@@ -24,6 +24,7 @@ from tuner import tune
 from tuner.cli_tune import format_summary, tune_summary
 from workers import (
     BuildResult,
+    ClusterLostError,
     ErrorKind,
     LocalPool,
     MeasureInput,
@@ -187,4 +188,25 @@ def test_a_disturbed_second_look_leaves_the_first_figure(tmp_path, spy):
                        reconfirm=0)
     record = _record_of(db, result.job_id, 8)
     assert record.costs == pytest.approx([8e-3, 8e-3]) and "looks" not in record.measure
+    db.close()
+
+
+def test_a_look_the_cluster_fails_loses_none_of_the_batch(tmp_path, spy):
+    """The cluster goes away during a second look: the job fails saying so, and every
+    first figure of the batch is stored."""
+
+    class LosesTheClusterOnTheLook(LocalPool):
+        def measure(self, inputs, callback=None):
+            if len(inputs) == 1:
+                raise ClusterLostError("the Ray head stopped answering")
+            return super().measure(inputs, callback)
+
+    db = Database(f"sqlite:///{tmp_path / 'lost.db'}")
+    with LosesTheClusterOnTheLook(SETTINGS, devices=[ScriptedDevice()], build_workers=1) as pool:
+        result = tune(WORKLOAD, "cpu", trials=6, db=db, pool=pool, batch_size=3, reconfirm=0,
+                      policy="spy", cost_model="random")
+    assert result.status == "failed" and "measurement cluster lost" in result.error
+    records = db.query_records(job_id=result.job_id)
+    assert sorted(r.steps[0][3] for r in records) == [8, 16, 32]
+    assert all("looks" not in r.measure for r in records)
     db.close()
