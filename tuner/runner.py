@@ -77,7 +77,6 @@ Event = dict[str, Any]
 EventCallback = Callable[[Event], None]
 
 
-
 class JobCancelled(Exception):
     """Raised inside the loop when the job was cancelled (seen at a batch boundary)."""
 
