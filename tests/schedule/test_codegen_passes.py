@@ -245,7 +245,7 @@ def test_a_strided_nchw_conv_reads_its_input_phases_as_whole_vectors(stride, wid
     de-interleaved by the stride): the vector of output columns is one contiguous load."""
     source = _columns_vectorized(Workload.op("conv2d_nchw", N=1, C=3, H=9, W=width, K=4, R=3,
                                              S=3, stride=stride, padding=1))
-    assert "_stride" not in source and "tt_load_float32x16(&phases[" in source
+    assert "_stride" not in source and f"tt_load_float32x{LANES}(&phases[" in source
 
 
 def test_a_strided_read_at_the_end_of_its_buffer_stays_inside_it():
