@@ -55,7 +55,7 @@ from workers import (
 from .callbacks import MeasureCallback, default_callbacks
 from .progress import TaskProgress, TimeSplit, TuneResult, estimated_latency
 from .scheduler import TaskScheduler, roofline_seconds
-from .second_look import QUIET_VARIATION, agree, settle, worth_a_look
+from .second_look import agree, settle, tolerance, worth_a_look
 from .spec import JobSpec
 from .trial import Trial, is_disturbed, is_reconfirmation, past_measurement
 
@@ -499,7 +499,7 @@ class JobRunner:
     def _reconfirm_task(self, n: int) -> None:
         """Re-measure the task's few best programs. The quickest quiet figure becomes the
         confirmed best only if it agrees with that program's record within the noise the
-        device measured for either (at least ``QUIET_VARIATION``); a disturbed or disagreeing
+        device measured for either (``second_look.tolerance``); a disturbed or disagreeing
         one leaves the recorded best, unconfirmed, and says why."""
         task = self.tasks[n]
         top = self.db.query_records(workload_key=task.key, target=str(self.spec.target),
@@ -529,11 +529,11 @@ class JobRunner:
         result, steps = min(quiet, key=lambda c: c[0].median_cost)
         cost = result.median_cost
         before, before_noise = recorded.get(steps.key, (None, 1.0))
-        tolerance = max(QUIET_VARIATION, result.noise - 1.0, before_noise - 1.0)
-        if before is not None and abs(cost / before - 1.0) > tolerance:
+        allowed = tolerance(result.noise, before_noise)
+        if before is not None and abs(cost / before - 1.0) > allowed:
             task.unconfirmed = (f"re-measured at {cost * 1e3:.4g} ms, {cost / before:.2f}x its "
                                 f"record's {before * 1e3:.4g} ms: more than the "
-                                f"{tolerance:.0%} the noise checks allow, so the machine's "
+                                f"{allowed:.0%} the noise checks allow, so the machine's "
                                 "speed changed between the two")
             return
         task.best_cost, task.best_steps, task.confirmed = cost, steps, True

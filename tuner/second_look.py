@@ -37,12 +37,16 @@ def worth_a_look(result: MeasureResult) -> bool:
             and not result.provenance.settings.get("simulated"))
 
 
+def tolerance(*noises: float) -> float:
+    """How far two measurements of one program may differ and still agree: the noise either
+    saw (a slowdown factor), at least ``QUIET_VARIATION``."""
+    return max(QUIET_VARIATION, *(noise - 1.0 for noise in noises))
+
+
 def agree(a: MeasureResult, b: MeasureResult) -> bool:
-    """Two measurements of one program agree within the noise either saw (at least
-    ``QUIET_VARIATION``)."""
+    """Two measurements of one program agree within ``tolerance``."""
     assert a.median_cost is not None and b.median_cost is not None
-    tolerance = max(QUIET_VARIATION, a.noise - 1.0, b.noise - 1.0)
-    return abs(b.median_cost / a.median_cost - 1.0) <= tolerance
+    return abs(b.median_cost / a.median_cost - 1.0) <= tolerance(a.noise, b.noise)
 
 
 def settle(looks: list[MeasureResult]) -> MeasureResult:
