@@ -68,6 +68,8 @@ def main() -> int:
     parser.add_argument("--gap", type=float, default=5.0, help="seconds between processes")
     parser.add_argument("--size", type=int, default=1024)
     args = parser.parse_args()
+    if args.processes < 1 or args.size < 1 or args.gap < 0:
+        parser.error("--processes and --size must be at least 1, --gap not negative")
     flops = 2 * args.size ** 3
     rows: list[dict[str, float]] = []
     print(f"GEMM {args.size}³, ms per call (GFLOP/s), one fresh process per line", flush=True)
