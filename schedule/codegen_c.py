@@ -21,7 +21,8 @@ import math
 
 from . import dtype as dt
 from . import vmath
-from .arith import const_bounds, linear
+from .arith import const_bounds
+from .chains import reduction_chain
 from .cpu_intrin import DOT_CALL, lower_dot_products
 from .expr import (
     Binary,
@@ -35,8 +36,6 @@ from .expr import (
     Not,
     Select,
     Var,
-    free_vars,
-    substitute,
 )
 from .hoist import hoist_accumulators
 from .loop_ir import (
@@ -68,7 +67,7 @@ _VNNI = "avx512vnni"
 MAX_STACK_BYTES = 256 * 1024
 #: the most parts a tree reduction combines (its helper copies them to the stack first)
 MAX_TREE_PARTS = 4096
-#: the operators a tree reduction combines parts with: (name, C expression of a0 and a1),
+#: the C of each chain operator (``chains.CHAIN_OPS``): (name, expression of a0 and a1),
 #: max and min as the C code generator prints them elsewhere
 _TREE_OPS = {"+": ("add", "a0 + a1"), "max": ("max", "a0 > a1 ? a0 : a1"),
              "min": ("min", "a0 < a1 ? a0 : a1")}
@@ -473,37 +472,19 @@ class CCodegen(SourcePrinter):
         self.in_parallel = was_parallel
 
     def _tree_reduction(self, s: For) -> bool:
-        """Print ``acc = acc op part[base + k]`` over a serial loop of k (8 to
-        ``MAX_TREE_PARTS`` parts: the partial results of a factored reduction meeting in one
-        element, the last step of a row's max or sum, or a plain sum of a row) as one call
-        of a helper that combines the parts pairwise, halves of the array at a time, so the
-        dependent chain is log2(n) steps, not n, and the halves are vector operations. Sums
-        are re-associated (pairwise: no less accurate than in order); max and min are
-        exact. False, and nothing printed, for any other loop."""
-        store = s.body
-        extent = s.extent
-        if not (s.kind == For.SERIAL and isinstance(extent, Const)
-                and 8 <= extent.value <= MAX_TREE_PARTS and isinstance(store, Store)
-                and isinstance(store.value, Binary)
-                and store.value.op in _TREE_OPS and store.value.dtype != "bool"
-                and split_vector_dtype(store.value.dtype)[1] == 1):
+        """Print a rolled reduction chain (``chains``) of up to ``MAX_TREE_PARTS`` parts
+        held in memory as one call of a helper that combines the parts pairwise, halves of
+        the array at a time, so the dependent chain is log2(n) steps, not n, and the halves
+        are vector operations. False, and nothing printed, for any other loop."""
+        chain = reduction_chain(s)
+        if chain is None or s.kind != For.SERIAL or chain.parts > MAX_TREE_PARTS \
+                or chain.part.source in self.promoted:
             return False
-        acc, part = store.value.a, store.value.b
-        if store.value.op == "+" and isinstance(part, Load) and part.source is store.buffer:
-            acc, part = part, acc
-        index = store.indices[0]
-        if not (isinstance(acc, Load) and acc.source is store.buffer
-                and acc.indices[0].key() == index.key() and s.var not in free_vars(index)
-                and isinstance(part, Load) and part.source is not store.buffer
-                and part.source not in self.promoted and part.dtype == store.value.dtype):
+        base = chain.contiguous_base()
+        if base is None:
             return False
-        lin = linear(part.indices[0])
-        if lin is None or lin.terms.get(s.var.key()) != 1 or any(
-                s.var in free_vars(atom) for key, atom in lin.atoms.items()
-                if key != s.var.key()):
-            return False
-        base = substitute(part.indices[0], {s.var: Const(0, s.var.dtype)})
-        n, op, dtype = int(extent.value), store.value.op, store.value.dtype
+        store, index = chain.store, chain.store.indices[0]
+        n, op, dtype = chain.parts, chain.op, store.value.dtype
         ct = dt.c_type(dtype)
         name = f"tt_tree_{_TREE_OPS[op][0]}_{dtype}_{n}"
         self.helpers.setdefault(name, (
@@ -515,12 +496,12 @@ class CCodegen(SourcePrinter):
             f"    for (int i = 0; i < w - h; ++i) {{ {ct} a0 = t[i], a1 = t[i + h]; "
             f"t[i] = {_TREE_OPS[op][1]}; }}\n"
             f"  }}\n  return t[0];\n}}"))
-        tree = f"{name}(&{self.buf_name(part.source)}[{self.expr(base)}])"
+        tree = f"{name}(&{self.buf_name(chain.part.source)}[{self.expr(base)}])"
         if op == "+":
-            text = f"({self.expr(acc)} + {tree})"
+            text = f"({self.expr(chain.acc)} + {tree})"
         else:
             combine = self._define_scalar(op, dtype, 2, _TREE_OPS[op][1])
-            text = f"{combine}({self.expr(acc)}, {tree})"
+            text = f"{combine}({self.expr(chain.acc)}, {tree})"
         if store.buffer in self.promoted:
             target = self._reg(store.buffer, int(index.value))
         else:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from . import arith
+from .chains import pairwise, reduction_chain
 from .expr import (
     Compare,
     Const,
@@ -153,6 +154,9 @@ def _unroll_loop(s: For, auto_max_step: int, ranges: arith.Ranges) -> Stmt:
     auto = s.kind == For.SERIAL and max_step > 0 and steps is not None and steps <= max_step
     if (explicit or auto) and isinstance(s.extent, Const) and steps is not None \
             and steps <= MAX_UNROLL_STEPS:
+        chain = reduction_chain(loop)
+        if chain is not None:
+            return simplify_stmt(pairwise(chain), ranges)
         copies = []
         for v in range(int(s.extent.value)):
             copy = simplify_stmt(substitute_stmt(body, {s.var: Const(v, s.var.dtype)}), ranges)

@@ -373,6 +373,30 @@ def test_partial_results_meet_in_a_tree_and_match_numpy(cols: int, factor: int,
         np.testing.assert_array_equal(out, expected)
 
 
+@pytest.mark.parametrize(("factor", "kind"), [(64, "sum"), (40, "max"), (27, "sum")])
+def test_an_unrolled_fold_of_partial_results_is_a_tree_not_a_chain(factor: int,
+                                                                   kind: str) -> None:
+    """Under auto-unroll the fold of a row's partial results is one statement combining
+    them pairwise, not ``factor`` statements each waiting for the one before."""
+    s, (A, R) = _row_reduction_factored(5, factor * 37, factor, kind)
+    s[R].pragma(s[R].op.axis[0], "auto_unroll_max_step", 512)
+    mod = build(s, [A, R])
+    body = mod.source[mod.source.index("tt_main("):]
+    folds = [line for line in body.splitlines() if line.strip().startswith("R[")]
+    assert len(folds) == 2  # the initial value, then one statement folding every part
+    assert all(f"R_rf[{k}]" in folds[1] for k in range(factor))
+    assert "tt_tree_" not in body
+    separator = " + " if kind == "sum" else ", "  # part 0 meets part ceil(n/2) first
+    assert f"R_rf[0]{separator}R_rf[{(factor + 1) // 2}]" in folds[1]
+    a = np.random.default_rng(factor).standard_normal((5, factor * 37)).astype("float32")
+    out = np.zeros(5, "float32")
+    mod(a, out)
+    if kind == "sum":
+        np.testing.assert_allclose(out, a.sum(axis=1), rtol=1e-5, atol=1e-4)
+    else:
+        np.testing.assert_array_equal(out, a.max(axis=1))
+
+
 def test_a_short_or_long_fold_or_a_loop_of_another_shape_stays_a_loop() -> None:
     s, args = _row_reduction_factored(4, 64, 4, "sum")
     assert "tt_tree_" not in build(s, args).source  # 4 partials: the loop is as short
