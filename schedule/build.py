@@ -99,22 +99,29 @@ class ArrayKernel:
 
     def __init__(self, signature: KernelSignature):
         self.signature = signature
-        self._dtypes = [dt.numpy_dtype(a.dtype) for a in signature.args]
+        #: per argument what ``check_fit`` compares: shape, numpy dtype, whether written
+        self._fits = [(a.shape, dt.numpy_dtype(a.dtype), a.is_output) for a in signature.args]
         self._outputs = [i for i, a in enumerate(signature.args) if a.is_output]
 
     def check_args(self, arrays: Sequence[np.ndarray]) -> None:
         """Raise a clear error unless ``arrays`` fit the kernel: count, type, dtype, shape,
         C order, writable outputs that overlap no other argument. The common case (all
         fine) takes a fast path: a call costs microseconds, which matter to small kernels."""
-        specs = self.signature.args
-        fits = len(arrays) == len(specs) and all(
-            type(arr) is np.ndarray and arr.dtype == want and arr.shape == spec.shape
-            and arr.flags.c_contiguous and (arr.flags.writeable or not spec.is_output)
-            for arr, spec, want in zip(arrays, specs, self._dtypes, strict=True))
-        if fits and not any(i != j and np.may_share_memory(arrays[i], other)  # exact: C order
-                            for i in self._outputs for j, other in enumerate(arrays)):
-            return
-        self._explain(arrays)
+        self.check_fit(arrays)
+        if any(i != j and np.may_share_memory(arrays[i], other)  # exact: C order
+               for i in self._outputs for j, other in enumerate(arrays)):
+            self._explain(arrays)
+
+    def check_fit(self, arrays: Sequence[np.ndarray]) -> None:
+        """``check_args`` without the overlap of outputs and other arguments."""
+        if len(arrays) != len(self._fits):
+            self._explain(arrays)
+        for arr, (shape, dtype, is_output) in zip(arrays, self._fits, strict=True):
+            if type(arr) is not np.ndarray or arr.shape != shape or arr.dtype != dtype:
+                self._explain(arrays)
+            flags = arr.flags
+            if not flags.c_contiguous or (is_output and not flags.writeable):
+                self._explain(arrays)
 
     def _explain(self, arrays: Sequence[np.ndarray]) -> None:
         specs = self.signature.args
@@ -174,10 +181,10 @@ class Module(ArrayKernel):
         self._time_fn.argtypes = [ctypes.c_void_p] * n + [
             ctypes.c_int32, ctypes.c_int32, ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p]
         self._time_fn.restype = ctypes.c_int32
+        self._held: tuple[tuple[np.ndarray, ...], tuple[int, ...], list[int]] | None = None
 
     def __call__(self, *arrays: np.ndarray) -> None:
-        self.check_args(arrays)
-        code = self._fn(*[_address(a) for a in arrays])
+        code = self._fn(*self._pointers(arrays))
         if code != 0:
             raise MemoryError("the kernel could not allocate an intermediate buffer")
 
@@ -194,6 +201,22 @@ class Module(ArrayKernel):
         if code != 0:
             raise MemoryError("the kernel could not allocate a buffer while timing")
         return list(results)
+
+    def _pointers(self, arrays: tuple[np.ndarray, ...]) -> list[int]:
+        """The arrays' addresses, checked (``check_args``). The arrays of the last call are
+        held with their addresses: passed again, only what an array can change in place
+        (shape, dtype, flags) is checked again, which saves most of a call's microseconds
+        for small kernels. Held, an array cannot be resized in place (numpy refuses while
+        another reference exists), so its address stays valid."""
+        held = self._held
+        ids = tuple(map(id, arrays))  # the held arrays are alive: their ids are theirs alone
+        if held is not None and ids == held[1]:
+            self.check_fit(arrays)
+            return held[2]
+        self.check_args(arrays)
+        pointers = [_address(a) for a in arrays]
+        self._held = (arrays, ids, pointers)  # one assignment: a thread reads it whole
+        return pointers
 
     def __repr__(self) -> str:
         return f"Module({self.signature.entry}, args={[a.name for a in self.signature.args]})"

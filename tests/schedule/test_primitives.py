@@ -411,6 +411,38 @@ def test_output_overlapping_an_input_is_refused():
         mod(x, x)
 
 
+def test_arrays_passed_again_are_checked_again_for_what_can_change_in_place():
+    """A module holds the last call's arrays with their addresses; the same arrays passed
+    again skip only what cannot change (addresses, overlap): new contents are read, and a
+    shape, dtype or flag changed in place is still refused."""
+    X = te.placeholder((6,), name="X")
+    Y = te.compute((6,), lambda i: X[i] + 1.0, name="Y")
+    mod = build(te.create_schedule(Y), [X, Y])
+    x, y = np.zeros(6, "float32"), np.zeros(6, "float32")
+    mod(x, y)
+    x[:] = np.arange(6)
+    mod(x, y)
+    np.testing.assert_array_equal(y, np.arange(6) + 1.0)
+    with pytest.raises(ValueError, match="cannot resize"):
+        x.resize(12)  # held by the module: its buffer cannot move
+    x.shape = (2, 3)
+    with pytest.raises(ValueError, match=r"argument X must have shape \[6\], got \[2, 3\]"):
+        mod(x, y)
+    x.shape = (6,)
+    x.dtype = "int32"
+    with pytest.raises(TypeError, match="argument X must have dtype float32, got int32"):
+        mod(x, y)
+    x.dtype = "float32"
+    y.flags.writeable = False
+    with pytest.raises(ValueError, match="output Y is read-only"):
+        mod(x, y)
+    y.flags.writeable = True
+    with pytest.raises(ValueError, match="output Y overlaps argument X"):
+        mod(x, x)  # other arrays than the held ones: checked whole
+    mod(x, y)
+    np.testing.assert_array_equal(y, np.arange(6) + 1.0)
+
+
 def test_missing_arguments_are_named():
     A, B, C = matmul(4, 3, 2)
     s = te.create_schedule(C)
