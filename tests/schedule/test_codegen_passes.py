@@ -397,13 +397,38 @@ def test_an_unrolled_fold_of_partial_results_is_a_tree_not_a_chain(factor: int,
         np.testing.assert_array_equal(out, a.max(axis=1))
 
 
-def test_a_short_or_long_fold_or_a_loop_of_another_shape_stays_a_loop() -> None:
+@pytest.mark.parametrize(("cols", "kind"), [(128, "sum"), (3072, "max"), (8192, "sum"),
+                                          (1000, "min"), (4099, "max"), (130, "sum")])
+def test_a_long_row_folds_into_running_results_read_straight_from_the_row(
+        cols: int, kind: str) -> None:
+    """A fold of 128 parts or more keeps 64 running results that read the row in place
+    (no copy of it on the stack, whatever its length), the parts past the last whole block
+    included, and matches numpy."""
+    A = te.placeholder((3, cols), name="A")
+    k = te.reduce_axis((0, cols), name="k")
+    reducer = {"sum": te.sum, "max": te.max, "min": te.min}[kind]
+    R = te.compute((3,), lambda i: reducer(A[i, k], axis=k), name="R")
+    mod = build(te.create_schedule(R), [A, R])
+    helper = f"tt_tree_{'add' if kind == 'sum' else kind}_float32_{cols}"
+    assert f"{helper}(&A[" in mod.source
+    definition = mod.source[mod.source.index(f"{helper}(const float* p)"):]
+    assert "float t[64];" in definition[:definition.index("return t[0];")]
+    a = np.random.default_rng(cols).standard_normal((3, cols)).astype("float32")
+    a[1, -1] = 50.0 if kind != "min" else -50.0  # the extreme in the last part: the tail
+    out = np.zeros(3, "float32")
+    mod(a, out)
+    expected = {"sum": a.sum(axis=1), "max": a.max(axis=1), "min": a.min(axis=1)}[kind]
+    if kind == "sum":
+        np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-3)
+    else:
+        np.testing.assert_array_equal(out, expected)
+
+
+def test_a_short_fold_or_a_loop_of_another_shape_stays_a_loop() -> None:
     s, args = _row_reduction_factored(4, 64, 4, "sum")
     assert "tt_tree_" not in build(s, args).source  # 4 partials: the loop is as short
     A = te.placeholder((2, 8192), name="A")
     k = te.reduce_axis((0, 8192), name="k")
-    R = te.compute((2,), lambda i: te.sum(A[i, k], axis=k), name="R")
-    assert "tt_tree_" not in build(te.create_schedule(R), [A, R]).source  # 32 KB of stack
     R = te.compute((2,), lambda i: te.sum(A[i, k] * 2.0, axis=k), name="R")
     assert "tt_tree_" not in build(te.create_schedule(R), [A, R]).source  # not a plain fold
     A = te.placeholder((64,), name="A")
