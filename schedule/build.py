@@ -161,7 +161,8 @@ class ArrayKernel:
 
 
 class Module(ArrayKernel):
-    """A compiled kernel callable on numpy arrays: ``mod(a, b, c)`` writes the outputs."""
+    """A compiled kernel callable on numpy arrays: ``mod(a, b, c)`` writes the outputs.
+    The module keeps a reference to the arrays of its last call (see ``_pointers``)."""
 
     def __init__(self, signature: KernelSignature, library: Path, source: str = "",
                  build_seconds: float = 0.0, func: LoweredFunc | None = None,
