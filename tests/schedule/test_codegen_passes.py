@@ -353,6 +353,18 @@ def _row_reduction_factored(rows: int, cols: int, factor: int, kind: str):
     return s, [A, R]
 
 
+def _assert_folds_rows(mod, a: np.ndarray, kind: str, atol: float = 1e-4) -> None:
+    """``mod`` reduces each row of ``a`` as numpy does: sums to rounding (re-associated),
+    max and min exactly."""
+    out = np.zeros(a.shape[0], "float32")
+    mod(a, out)
+    expected = {"sum": a.sum(axis=1), "max": a.max(axis=1), "min": a.min(axis=1)}[kind]
+    if kind == "sum":
+        np.testing.assert_allclose(out, expected, rtol=1e-5, atol=atol)
+    else:
+        np.testing.assert_array_equal(out, expected)
+
+
 @pytest.mark.parametrize(("cols", "factor", "kind"), [
     (3072, 64, "sum"), (1000, 40, "max"), (1000, 40, "min"), (999, 27, "sum"), (96, 8, "max")])
 def test_partial_results_meet_in_a_tree_and_match_numpy(cols: int, factor: int,
@@ -363,14 +375,8 @@ def test_partial_results_meet_in_a_tree_and_match_numpy(cols: int, factor: int,
     s, args = _row_reduction_factored(6, cols, factor, kind)
     mod = build(s, args)
     assert f"tt_tree_{'add' if kind == 'sum' else kind}_float32_{factor}(&R_rf[" in mod.source
-    a = np.random.default_rng(cols).standard_normal((6, cols)).astype("float32")
-    out = np.zeros(6, "float32")
-    mod(a, out)
-    expected = {"sum": a.sum(axis=1), "max": a.max(axis=1), "min": a.min(axis=1)}[kind]
-    if kind == "sum":
-        np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-4)
-    else:
-        np.testing.assert_array_equal(out, expected)
+    _assert_folds_rows(mod, np.random.default_rng(cols).standard_normal((6, cols))
+                       .astype("float32"), kind)
 
 
 @pytest.mark.parametrize(("factor", "kind"), [(64, "sum"), (40, "max"), (27, "sum")])
@@ -388,13 +394,8 @@ def test_an_unrolled_fold_of_partial_results_is_a_tree_not_a_chain(factor: int,
     assert "tt_tree_" not in body
     separator = " + " if kind == "sum" else ", "  # part 0 meets part ceil(n/2) first
     assert f"R_rf[0]{separator}R_rf[{(factor + 1) // 2}]" in folds[1]
-    a = np.random.default_rng(factor).standard_normal((5, factor * 37)).astype("float32")
-    out = np.zeros(5, "float32")
-    mod(a, out)
-    if kind == "sum":
-        np.testing.assert_allclose(out, a.sum(axis=1), rtol=1e-5, atol=1e-4)
-    else:
-        np.testing.assert_array_equal(out, a.max(axis=1))
+    _assert_folds_rows(mod, np.random.default_rng(factor).standard_normal((5, factor * 37))
+                       .astype("float32"), kind)
 
 
 @pytest.mark.parametrize(("cols", "kind"), [(128, "sum"), (3072, "max"), (8192, "sum"),
@@ -415,13 +416,7 @@ def test_a_long_row_folds_into_running_results_read_straight_from_the_row(
     assert "float t[64];" in definition[:definition.index("return t[0];")]
     a = np.random.default_rng(cols).standard_normal((3, cols)).astype("float32")
     a[1, -1] = 50.0 if kind != "min" else -50.0  # the extreme in the last part: the tail
-    out = np.zeros(3, "float32")
-    mod(a, out)
-    expected = {"sum": a.sum(axis=1), "max": a.max(axis=1), "min": a.min(axis=1)}[kind]
-    if kind == "sum":
-        np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-3)
-    else:
-        np.testing.assert_array_equal(out, expected)
+    _assert_folds_rows(mod, a, kind, atol=1e-3)
 
 
 def test_a_short_fold_or_a_loop_of_another_shape_stays_a_loop() -> None:
