@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from .arith import linear, simplify
 from .expr import Binary, Const, Expr, Load, free_vars, substitute
 from .loop_ir import For, Store
+from .vectorize import split_vector_dtype
 
 #: the operators a chain may combine parts with
 CHAIN_OPS = ("+", "max", "min")
@@ -60,7 +61,7 @@ def reduction_chain(s: For) -> Chain | None:
     if not (isinstance(extent, Const) and extent.value >= MIN_CHAIN_PARTS
             and isinstance(store, Store) and isinstance(store.value, Binary)
             and store.value.op in CHAIN_OPS and store.value.dtype != "bool"
-            and "x" not in store.value.dtype):
+            and split_vector_dtype(store.value.dtype)[1] == 1):
         return None
     acc, part = store.value.a, store.value.b
     if store.value.op == "+" and isinstance(part, Load) and part.source is store.buffer:
