@@ -419,6 +419,54 @@ def test_a_long_row_folds_into_running_results_read_straight_from_the_row(
     _assert_folds_rows(mod, a, kind, atol=1e-3)
 
 
+@pytest.mark.parametrize("kind", ["max", "min"])
+def test_vector_min_and_max_are_one_instruction_with_the_lanewise_meaning(kind: str) -> None:
+    """A vector max (min) is the x86 instruction, whose lanes are ``a > b ? a : b`` exactly
+    (NaNs included: the second operand), as the lane-by-lane fallback computes them."""
+    n, dtype = 1024, "float32"
+    A = te.placeholder((n,), dtype, name="A")
+    B = te.placeholder((n,), dtype, name="B")
+    fn = te.max if kind == "max" else te.min
+    C = te.compute((n,), lambda i: fn(A[i], B[i]), name="C")
+    s = te.create_schedule(C)
+    _, inner = s[C].split(C.op.axis[0], factor=LANES)
+    s[C].vectorize(inner)
+    mod = build(s, [A, B, C])
+    assert f"__builtin_ia32_{kind}ps" in mod.source
+    rng = np.random.default_rng(7)
+    a, b = rng.standard_normal(n).astype(dtype), rng.standard_normal(n).astype(dtype)
+    a[::7], b[::5], a[3::11], b[3::11] = np.nan, np.nan, np.inf, -np.inf
+    a[1::13], b[1::13] = 0.0, -0.0
+    out = np.empty(n, dtype)
+    mod(a, b, out)
+    expected = np.where(a > b, a, b) if kind == "max" else np.where(a < b, a, b)
+    np.testing.assert_array_equal(out, expected)
+    assert np.array_equal(np.signbit(out), np.signbit(expected))
+
+
+def test_a_factored_row_max_stays_in_vectors_when_its_lanes_fold_unrolled() -> None:
+    """The row max of a softmax factored into whole vectors, its fold unrolled into a tree
+    of the vectors' lanes: the running maxima are the vector instruction (written lane by
+    lane, GCC split them into scalars, loop and all: 2.7x slower) and the rows match."""
+    A = te.placeholder((8, 3072), name="A")
+    k = te.reduce_axis((0, 3072), name="k")
+    R = te.compute((8,), lambda i: te.max(A[i, k], axis=k), name="R")
+    s = te.create_schedule(R)
+    _, ki = s[R].split(k, factor=2 * LANES)
+    rf = s.rfactor(R, ki)
+    s[rf].reorder(*s[rf].op.axis[1:], *s[rf].op.reduce_axis, s[rf].op.axis[0])
+    s[rf].compute_at(s[R], s[R].op.axis[0])
+    s[rf].vectorize(s[rf].op.axis[0])
+    s[R].parallel(s[R].op.axis[0])
+    s[R].pragma(s[R].op.axis[0], "auto_unroll_max_step", 64)
+    mod = build(s, [A, R])
+    body = mod.source[mod.source.index("tt_main("):]
+    assert "tt_tree_" not in body and "R_rf[1]" in body  # the fold: a tree of the lanes
+    assert "__builtin_ia32_maxps" in mod.source
+    _assert_folds_rows(mod, np.random.default_rng(3).standard_normal((8, 3072))
+                       .astype("float32"), "max")
+
+
 def test_a_short_fold_or_a_loop_of_another_shape_stays_a_loop() -> None:
     s, args = _row_reduction_factored(4, 64, 4, "sum")
     assert "tt_tree_" not in build(s, args).source  # 4 partials: the loop is as short
