@@ -38,6 +38,7 @@ from .expr import (
     Var,
 )
 from .hoist import hoist_accumulators
+from .inplace import store_in_place
 from .loop_ir import (
     Allocate,
     Buffer,
@@ -595,8 +596,8 @@ class CCodegen(SourcePrinter):
 
     # ------------------------------------------------------------------ function
     def generate(self) -> str:
-        body = vectorize(lower_dot_products(flatten(self.func.body)), self.vector_bytes,
-                         self.masked_tails)
+        body = vectorize(lower_dot_products(store_in_place(flatten(self.func.body))),
+                         self.vector_bytes, self.masked_tails)
         body = hoist_accumulators(body, in_registers=promote_registers(body))
         self.promoted = promote_registers(body)
         params = []
