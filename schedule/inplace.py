@@ -9,23 +9,23 @@ L1 cache (a quarter less time on that program, one thread). Runs on flat (one in
 access) statements, before vectorization.
 
 The buffer ``B`` of an allocation is placed in output ``T`` at ``offset`` when, inside the
-allocation, exactly one statement ``S`` stores into ``T`` reading ``B``, and
+allocation, the statements storing into ``T`` are those that read ``B`` (a loop and the
+tail a non-dividing split leaves: several), and for each of them
 
-* every read of ``B`` in ``S`` is ``B[j]`` and ``S`` stores to ``T[offset + j]``, the
-  offset the same for all of the allocation (no loop inside it appears in the offset);
-* the loops around ``S`` inside the allocation enumerate ``j`` over ``B`` exactly once
-  (``j`` a mixed-radix number of them), with no branch between: ``S`` overwrites every
-  element of ``B`` once, each after reading it, and nothing else of ``T`` in that span;
-* nothing after ``S`` (in the allocation) touches ``B``, and nothing else inside the loops
-  around ``S`` does: what ``S`` overwrote is not read again;
-* ``T`` is never read by the kernel (an output only) and has ``B``'s element type;
-* ``B`` is not a cache stage's buffer (``cache_read``/``cache_write``: asked for apart) nor
-  an accumulator (stored from its own value: kept apart, it can live in registers).
+* every read of ``B`` is ``B[j]`` and the store is to ``T[offset + j]``, one offset for
+  all (no loop inside the allocation appears in it);
+* the loops around it inside the allocation enumerate ``j`` over a range once (``j`` a
+  constant plus a mixed-radix number of them), with no branch between, and together the
+  ranges cover ``B`` once: every element is overwritten once, after being read;
+* everything else touching ``B`` comes before the first of them, outside their loops:
+  what is overwritten is not read again;
+
+and ``T`` is never read by the kernel (an output only) and has ``B``'s element type, and
+``B`` is neither a cache stage's buffer (``cache_read``/``cache_write``: asked for apart)
+nor an accumulator (stored from its own value: kept apart, it can live in registers).
 """
 
 from __future__ import annotations
-
-import itertools
 
 from .arith import linear, simplify
 from .expr import Binary, Const, Expr, Load, free_vars, transform, walk
@@ -54,65 +54,84 @@ class _InPlace(StmtMutator):
 
 def _placement(buf: Buffer, body: Stmt, read: set) -> tuple[Buffer, Expr] | None:
     """(output, offset) to keep ``buf`` in, or None."""
+    order = list(walk_stmts(body))
     if buf.scope != "global" or any(isinstance(st, Store) and st.buffer is buf
-                                    and _reads(st.value, buf) for st in walk_stmts(body)):
+                                    and _reads(st.value, buf) for st in order):
         return None  # a cache stage, or an accumulator: kept apart to live in registers
-    stores = [st for st in walk_stmts(body) if isinstance(st, Store) and st.buffer is not buf
-              and st.buffer not in read and st.buffer.dtype == buf.dtype
-              and _reads(st.value, buf)]
-    if len(stores) != 1:
+    stores = [st for st in order if isinstance(st, Store) and st.buffer is not buf
+              and st.buffer not in read and _reads(st.value, buf)]
+    if not stores or stores[0].buffer.dtype != buf.dtype:
         return None
-    store = stores[0]
-    path = _path_to(body, store)
-    if path is None:
+    target = stores[0].buffer
+    final = {id(st) for st in stores}
+    if any(isinstance(st, Store) and st.buffer is target and id(st) not in final
+           for st in order):
         return None
-    loops: list[For] = []
-    for node, child in itertools.pairwise(path):
-        if isinstance(node, IfThenElse):
+    first = min(n for n, st in enumerate(order) if id(st) in final)
+    before = {id(st) for st in order[:first]}
+    others = [st for st in order if id(st) not in final and _touches_itself(st, buf)]
+    if any(id(st) not in before for st in others):
+        return None
+    offset: Expr | None = None
+    spans = []
+    for store in stores:
+        placed = _overwrite(buf, body, store, others)
+        if placed is None or (offset is not None and placed[0].key() != offset.key()):
             return None
-        if isinstance(node, Seq):
-            after = node.stmts[node.stmts.index(child) + 1:]
-            if any(_touches(st, buf) for st in after):
-                return None
-        if isinstance(node, For):
-            loops.append(node)
-    if any(isinstance(st, Store) and st.buffer is store.buffer and st is not store
-           for st in walk_stmts(body)):
+        offset = placed[0]
+        spans.append(placed[1])
+    covered = 0
+    for start, count in sorted(spans):
+        if start != covered:
+            return None
+        covered += count
+    return (target, offset) if covered == buf.size else None
+
+
+def _overwrite(buf: Buffer, body: Stmt, store: Store,
+               others: list[Stmt]) -> tuple[Expr, tuple[int, int]] | None:
+    """(offset, (first index, count)) of the elements of ``buf`` that ``store`` overwrites
+    where they are read, or None where it does not qualify."""
+    path = _path_to(body, store)
+    if path is None or any(isinstance(node, IfThenElse) for node in path):
         return None
-    if any(_touches(st, buf) for loop in loops for st in walk_stmts(loop.body)
-           if st is not store and not isinstance(st, Seq | For | Allocate)):
-        return None
+    loops = [node for node in path if isinstance(node, For)]
+    if loops:
+        inside = {id(st) for st in walk_stmts(loops[0])}
+        if any(id(st) in inside for st in others):
+            return None
     reads = {n.indices[0].key(): n.indices[0] for n in walk(store.value)
              if isinstance(n, Load) and n.source is buf}
     if len(reads) != 1:
         return None
     (index,) = reads.values()
     offset = simplify(Binary("-", store.indices[0], index, index.dtype))
-    loop_vars = {loop.var for loop in loops}
-    if free_vars(offset) & loop_vars or not _enumerates(index, loops, buf.size):
+    span = _enumerated(index, loops)
+    if span is None or free_vars(offset) & {loop.var for loop in loops}:
         return None
-    return store.buffer, offset
+    return offset, span
 
 
-def _enumerates(index: Expr, loops: list[For], size: int) -> bool:
-    """Whether ``index`` takes each value in [0, size) exactly once over ``loops``."""
+def _enumerated(index: Expr, loops: list[For]) -> tuple[int, int] | None:
+    """(start, count) where ``index`` takes each value in [start, start + count) exactly
+    once over ``loops``, or None."""
     lin = linear(index)
-    if lin is None or lin.const != 0:
-        return False
+    if lin is None or lin.const < 0:
+        return None
     extents = {}
     for loop in loops:
         if not isinstance(loop.extent, Const):
-            return False
+            return None
         extents[loop.var.key()] = int(loop.extent.value)
     if set(lin.terms) - set(extents) or any(
             e > 1 and k not in lin.terms for k, e in extents.items()):
-        return False
+        return None
     stride = 1
     for key, coeff in sorted(lin.terms.items(), key=lambda kv: kv[1]):
         if coeff != stride:
-            return False
+            return None
         stride *= extents[key]
-    return stride == size
+    return lin.const, stride
 
 
 def _path_to(s: Stmt, target: Stmt) -> list[Stmt] | None:
@@ -147,9 +166,9 @@ def _reads(e: Expr, buf: Buffer) -> bool:
     return any(isinstance(n, Load) and n.source is buf for n in walk(e))
 
 
-def _touches(s: Stmt, buf: Buffer) -> bool:
-    return any((isinstance(st, Store) and st.buffer is buf)
-               or any(_reads(e, buf) for e in _exprs(st)) for st in walk_stmts(s))
+def _touches_itself(s: Stmt, buf: Buffer) -> bool:
+    """Whether ``s`` itself (not a statement inside it) stores into or reads ``buf``."""
+    return (isinstance(s, Store) and s.buffer is buf) or any(_reads(e, buf) for e in _exprs(s))
 
 
 class _Relocate(StmtMutator):

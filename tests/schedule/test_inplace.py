@@ -128,3 +128,21 @@ def test_two_intermediates_of_one_output_do_not_share_its_place() -> None:
     a, out = _random(4, 32), np.zeros((4, 32), "float32")
     mod(a, out)
     np.testing.assert_allclose(out, np.exp(a) - a * 4.0, rtol=1e-5, atol=1e-6)
+
+
+def test_an_unrolled_output_loop_overwrites_the_intermediate_piece_by_piece() -> None:
+    """The output's row loop unrolled: several stores, each a piece of the row, together
+    covering the intermediate once."""
+    A, E, S, Out = _row_softmax(5, 64)
+    s = te.create_schedule(Out)
+    s[E].compute_at(s[Out], Out.op.axis[0])
+    s[S].compute_at(s[Out], Out.op.axis[0])
+    jo, ji = s[Out].split(Out.op.axis[1], factor=16)
+    s[Out].unroll(jo)
+    s[Out].vectorize(ji)
+    mod = build(s, [A, Out])
+    assert "float E[" not in mod.source
+    assert all(f"O[((i * 64) + {k})]" in mod.source for k in (16, 32, 48))
+    a, out = _random(5, 64), np.zeros((5, 64), "float32")
+    mod(a, out)
+    np.testing.assert_allclose(out, _softmax_reference(a), rtol=1e-5)
