@@ -9,14 +9,15 @@ L1 cache (a quarter less time on that program, one thread). Runs on flat (one in
 access) statements, before vectorization.
 
 The buffer ``B`` of an allocation is placed in output ``T`` at ``offset`` when, inside the
-allocation, the statements storing into ``T`` are those that read ``B`` (a loop and the
-tail a non-dividing split leaves: several), and for each of them
+allocation, the statements storing into ``T`` are those that read ``B`` (the pieces of an
+unrolled loop, or a split's main part and guarded tail: several), and for each of them
 
 * every read of ``B`` is ``B[j]`` and the store is to ``T[offset + j]``, one offset for
   all (no loop inside the allocation appears in it);
-* the loops around it inside the allocation enumerate ``j`` over a range once (``j`` a
-  constant plus a mixed-radix number of them), with no branch between, and together the
-  ranges cover ``B`` once: every element is overwritten once, after being read;
+* the loops around it inside the allocation, narrowed by the branches on the way (each a
+  bound on one of those loops: a split's guard), enumerate ``j`` over a range once (``j``
+  a constant plus a mixed-radix number of them), and together the ranges cover ``B``
+  once: every element is overwritten once, after being read;
 * everything else touching ``B`` comes before the first of them, outside their loops:
   what is overwritten is not read again;
 
@@ -27,8 +28,10 @@ nor an accumulator (stored from its own value: kept apart, it can live in regist
 
 from __future__ import annotations
 
+import itertools
+
 from .arith import linear, simplify
-from .expr import Binary, Const, Expr, Load, free_vars, transform, walk
+from .expr import Binary, Compare, Const, Expr, Load, Logic, free_vars, transform, walk
 from .loop_ir import Allocate, Buffer, For, IfThenElse, Seq, Stmt, StmtMutator, Store, walk_stmts
 
 
@@ -93,7 +96,7 @@ def _overwrite(buf: Buffer, body: Stmt, store: Store,
     """(offset, (first index, count)) of the elements of ``buf`` that ``store`` overwrites
     where they are read, or None where it does not qualify."""
     path = _path_to(body, store)
-    if path is None or any(isinstance(node, IfThenElse) for node in path):
+    if path is None:
         return None
     loops = [node for node in path if isinstance(node, For)]
     if loops:
@@ -106,32 +109,91 @@ def _overwrite(buf: Buffer, body: Stmt, store: Store,
         return None
     (index,) = reads.values()
     offset = simplify(Binary("-", store.indices[0], index, index.dtype))
-    span = _enumerated(index, loops)
+    ranges = _loop_ranges(path, loops)
+    span = None if ranges is None else _enumerated(index, ranges)
     if span is None or free_vars(offset) & {loop.var for loop in loops}:
         return None
     return offset, span
 
 
-def _enumerated(index: Expr, loops: list[For]) -> tuple[int, int] | None:
-    """(start, count) where ``index`` takes each value in [start, start + count) exactly
-    once over ``loops``, or None."""
-    lin = linear(index)
-    if lin is None or lin.const < 0:
-        return None
-    extents = {}
+def _loop_ranges(path: list[Stmt], loops: list[For]) -> dict[tuple, tuple[int, int]] | None:
+    """{loop variable: (first, count)} of the iterations that reach the end of ``path``:
+    each loop's extent, narrowed by the branches taken on the way (a split's guarded tail:
+    ``if (outer * 16 < 985) ... else if (inner + 992 < 1000) ...``), or None where a branch
+    is not a bound on one of those loops."""
+    ranges: dict[tuple, tuple[int, int]] = {}
     for loop in loops:
         if not isinstance(loop.extent, Const):
             return None
-        extents[loop.var.key()] = int(loop.extent.value)
-    if set(lin.terms) - set(extents) or any(
-            e > 1 and k not in lin.terms for k, e in extents.items()):
+        ranges[loop.var.key()] = (0, int(loop.extent.value))
+    for node, child in itertools.pairwise(path):
+        if not isinstance(node, IfThenElse):
+            continue
+        bounds = _conjuncts(node.cond) if child is node.then_body else [_negated(node.cond)]
+        for bound in bounds:
+            narrowed = None if bound is None else _narrow(bound, ranges)
+            if narrowed is None:
+                return None
+            ranges = narrowed
+    return ranges
+
+
+def _conjuncts(e: Expr) -> list[Expr]:
+    if isinstance(e, Logic) and e.op == "and":
+        return _conjuncts(e.a) + _conjuncts(e.b)
+    return [e]
+
+
+#: each comparison and its negation
+_NEGATED = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}
+
+
+def _negated(e: Expr) -> Expr | None:
+    """``not e`` for a comparison ``e``, None for anything else (a conjunction's negation
+    is no single bound)."""
+    if isinstance(e, Compare) and e.op in _NEGATED:
+        return Compare(_NEGATED[e.op], e.a, e.b, e.dtype)
+    return None
+
+
+def _narrow(bound: Expr, ranges: dict[tuple, tuple[int, int]]
+            ) -> dict[tuple, tuple[int, int]] | None:
+    """``ranges`` with ``bound`` applied: a comparison linear in one of their variables."""
+    if not isinstance(bound, Compare) or bound.op not in _NEGATED:
         return None
-    stride = 1
+    a, b = (bound.a, bound.b) if bound.op in ("<", "<=") else (bound.b, bound.a)
+    lin = linear(Binary("-", a, b, a.dtype))  # the bound is lin < 0 (lin <= 0 for <=, >=)
+    if lin is None or len(lin.terms) != 1:
+        return None
+    const = lin.const - (1 if bound.op in ("<=", ">=") else 0)
+    ((key, coeff),) = lin.terms.items()
+    if key not in ranges:
+        return None
+    first, count = ranges[key]
+    last = first + count
+    if coeff > 0:  # v < -const / coeff
+        last = min(last, -(const // coeff))
+    else:  # v > const / -coeff
+        first = max(first, const // -coeff + 1)
+    return {**ranges, key: (first, max(0, last - first))}
+
+
+def _enumerated(index: Expr, ranges: dict[tuple, tuple[int, int]]
+                ) -> tuple[int, int] | None:
+    """(start, count) where ``index`` takes each value in [start, start + count) exactly
+    once over the loop variables' ``ranges``, or None."""
+    lin = linear(index)
+    if lin is None or set(lin.terms) - set(ranges) or any(
+            count > 1 and key not in lin.terms for key, (_, count) in ranges.items()):
+        return None
+    start, stride = lin.const, 1
     for key, coeff in sorted(lin.terms.items(), key=lambda kv: kv[1]):
+        first, count = ranges[key]
         if coeff != stride:
             return None
-        stride *= extents[key]
-    return lin.const, stride
+        start += coeff * first
+        stride *= count
+    return (start, stride) if start >= 0 else None
 
 
 def _path_to(s: Stmt, target: Stmt) -> list[Stmt] | None:

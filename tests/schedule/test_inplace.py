@@ -4,6 +4,7 @@ condition holds, left in their own buffer where one fails, numpy's results eithe
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from schedule import build, te
 
@@ -144,5 +145,26 @@ def test_an_unrolled_output_loop_overwrites_the_intermediate_piece_by_piece() ->
     assert "float E[" not in mod.source
     assert all(f"O[((i * 64) + {k})]" in mod.source for k in (16, 32, 48))
     a, out = _random(5, 64), np.zeros((5, 64), "float32")
+    mod(a, out)
+    np.testing.assert_allclose(out, _softmax_reference(a), rtol=1e-5)
+
+
+@pytest.mark.parametrize(("cols", "factor"), [(100, 16), (1000, 16), (33, 8), (20, 16)])
+def test_a_row_the_split_does_not_divide_is_placed_through_its_guarded_tail(
+        cols: int, factor: int) -> None:
+    """The output row's split leaves a guarded tail (``if outer * f < ...`` / ``else if
+    inner + ... < cols``): the branches bound the loops, main part and tail together cover
+    the row once, and the intermediate is placed."""
+    A, E, S, Out = _row_softmax(3, cols)
+    s = te.create_schedule(Out)
+    s[E].compute_at(s[Out], Out.op.axis[0])
+    s[S].compute_at(s[Out], Out.op.axis[0])
+    _, ei = s[E].split(E.op.axis[1], factor=factor)
+    s[E].vectorize(ei)
+    _, ji = s[Out].split(Out.op.axis[1], factor=factor)
+    s[Out].vectorize(ji)
+    mod = build(s, [A, Out])
+    assert "float E[" not in mod.source
+    a, out = _random(3, cols), np.zeros((3, cols), "float32")
     mod(a, out)
     np.testing.assert_allclose(out, _softmax_reference(a), rtol=1e-5)
