@@ -272,7 +272,7 @@ class CCodegen(SourcePrinter):
         if isinstance(e, Load):
             buf = e.source
             if buf in self.promoted:
-                return self._reg(buf, int(e.indices[0].value), scalar=True)
+                return self._reg(buf, int(e.indices[0].value))
             return f"{self.buf_name(buf)}[{self.expr(e.indices[0])}]"
         lanes = split_vector_dtype(e.dtype)[1]
         if isinstance(e, Compare | Logic):
@@ -473,12 +473,9 @@ class CCodegen(SourcePrinter):
             texts.append(text)
         return f"{name}({', '.join(texts)})"
 
-    def _reg(self, buf: Buffer, index: int, scalar: bool = False) -> str:
-        """The variable holding a promoted buffer's element ``index`` (the vector from it,
-        or with ``scalar`` the one lane)."""
+    def _reg(self, buf: Buffer, index: int) -> str:
         lanes = self.promoted[buf]
-        name = f"{self.buf_name(buf)}_r{index // lanes}"
-        return f"{name}[{index % lanes}]" if scalar and lanes > 1 else name
+        return f"{self.buf_name(buf)}_r{index // lanes}"
 
     def buf_name(self, buf: Buffer) -> str:
         return self.name(buf, buf.name)
@@ -487,7 +484,7 @@ class CCodegen(SourcePrinter):
     def visit_store(self, s: Store) -> None:
         buf = s.buffer
         if buf in self.promoted:
-            target = self._reg(buf, int(s.indices[0].value), scalar=True)
+            target = self._reg(buf, int(s.indices[0].value))
         else:
             target = f"{self.buf_name(buf)}[{self.expr(s.indices[0])}]"
         self.emit(f"{target} = {self.expr(s.value)};")
@@ -559,7 +556,7 @@ class CCodegen(SourcePrinter):
             combine = self._define_scalar(op, dtype, 2, _TREE_OPS[op][1])
             text = f"{combine}({self.expr(chain.acc)}, {tree})"
         if store.buffer in self.promoted:
-            target = self._reg(store.buffer, int(index.value), scalar=True)
+            target = self._reg(store.buffer, int(index.value))
         else:
             target = f"{self.buf_name(store.buffer)}[{self.expr(index)}]"
         self.emit(f"{target} = {text};")

@@ -382,6 +382,13 @@ def all_of(conds: Iterable[Any]) -> Expr:
     return result if result is not None else const(True)
 
 
+def conjuncts(e: Expr) -> list[Expr]:
+    """The terms of a conjunction (``all_of`` undone); ``[e]`` for anything else."""
+    if isinstance(e, Logic) and e.op == "and":
+        return conjuncts(e.a) + conjuncts(e.b)
+    return [e]
+
+
 def any_of(conds: Iterable[Any]) -> Expr:
     result: Expr | None = None
     for c in conds:

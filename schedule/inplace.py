@@ -31,7 +31,7 @@ from __future__ import annotations
 import itertools
 
 from .arith import linear, simplify
-from .expr import Binary, Compare, Const, Expr, Load, Logic, free_vars, transform, walk
+from .expr import Binary, Compare, Const, Expr, Load, conjuncts, free_vars, transform, walk
 from .loop_ir import Allocate, Buffer, For, IfThenElse, Seq, Stmt, StmtMutator, Store, walk_stmts
 
 
@@ -77,8 +77,9 @@ def _placement(buf: Buffer, body: Stmt, read: set) -> tuple[Buffer, Expr] | None
         return None
     offset: Expr | None = None
     spans = []
+    parents = _parents(body)
     for store in stores:
-        placed = _overwrite(buf, body, store, others)
+        placed = _overwrite(buf, _path_to(parents, store), store, others)
         if placed is None or (offset is not None and placed[0].key() != offset.key()):
             return None
         offset = placed[0]
@@ -91,13 +92,10 @@ def _placement(buf: Buffer, body: Stmt, read: set) -> tuple[Buffer, Expr] | None
     return (target, offset) if covered == buf.size else None
 
 
-def _overwrite(buf: Buffer, body: Stmt, store: Store,
+def _overwrite(buf: Buffer, path: list[Stmt], store: Store,
                others: list[Stmt]) -> tuple[Expr, tuple[int, int]] | None:
-    """(offset, (first index, count)) of the elements of ``buf`` that ``store`` overwrites
-    where they are read, or None where it does not qualify."""
-    path = _path_to(body, store)
-    if path is None:
-        return None
+    """(offset, (first index, count)) of the elements of ``buf`` that ``store`` (at the end
+    of ``path``) overwrites where they are read, or None where it does not qualify."""
     loops = [node for node in path if isinstance(node, For)]
     if loops:
         inside = {id(st) for st in walk_stmts(loops[0])}
@@ -129,19 +127,13 @@ def _loop_ranges(path: list[Stmt], loops: list[For]) -> dict[tuple, tuple[int, i
     for node, child in itertools.pairwise(path):
         if not isinstance(node, IfThenElse):
             continue
-        bounds = _conjuncts(node.cond) if child is node.then_body else [_negated(node.cond)]
+        bounds = conjuncts(node.cond) if child is node.then_body else [_negated(node.cond)]
         for bound in bounds:
             narrowed = None if bound is None else _narrow(bound, ranges)
             if narrowed is None:
                 return None
             ranges = narrowed
     return ranges
-
-
-def _conjuncts(e: Expr) -> list[Expr]:
-    if isinstance(e, Logic) and e.op == "and":
-        return _conjuncts(e.a) + _conjuncts(e.b)
-    return [e]
 
 
 #: each comparison and its negation
@@ -196,22 +188,28 @@ def _enumerated(index: Expr, ranges: dict[tuple, tuple[int, int]]
     return (start, stride) if start >= 0 else None
 
 
-def _path_to(s: Stmt, target: Stmt) -> list[Stmt] | None:
-    """The statements from ``s`` down to ``target``, both included."""
-    if s is target:
-        return [s]
-    children: list[Stmt] = []
-    if isinstance(s, Seq):
-        children = list(s.stmts)
-    elif isinstance(s, For | Allocate):
-        children = [s.body]
-    elif isinstance(s, IfThenElse):
-        children = [s.then_body] + ([s.else_body] if s.else_body is not None else [])
-    for child in children:
-        rest = _path_to(child, target)
-        if rest is not None:
-            return [s, *rest]
-    return None
+def _parents(s: Stmt) -> dict[int, Stmt]:
+    """{id(statement): the statement directly around it} for every statement in ``s``."""
+    parents: dict[int, Stmt] = {}
+    for node in walk_stmts(s):
+        if isinstance(node, Seq):
+            children = list(node.stmts)
+        elif isinstance(node, For | Allocate):
+            children = [node.body]
+        elif isinstance(node, IfThenElse):
+            children = [node.then_body, *([node.else_body] if node.else_body else [])]
+        else:
+            children = []
+        parents.update((id(child), node) for child in children)
+    return parents
+
+
+def _path_to(parents: dict[int, Stmt], target: Stmt) -> list[Stmt]:
+    """The statements from the outermost (that ``parents`` maps) down to ``target``."""
+    path = [target]
+    while id(path[-1]) in parents:
+        path.append(parents[id(path[-1])])
+    return path[::-1]
 
 
 def _exprs(s: Stmt) -> list[Expr]:

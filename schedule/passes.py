@@ -9,10 +9,10 @@ from .expr import (
     Const,
     Expr,
     Load,
-    Logic,
     Not,
     Var,
     all_of,
+    conjuncts,
     free_vars,
     substitute,
     transform,
@@ -168,12 +168,6 @@ def _unroll_loop(s: For, auto_max_step: int, ranges: arith.Ranges) -> Stmt:
     return loop
 
 
-def _conjuncts(e: Expr) -> list[Expr]:
-    if isinstance(e, Logic) and e.op == "and":
-        return _conjuncts(e.a) + _conjuncts(e.b)
-    return [e]
-
-
 def _all_iterations(cond: Expr, fixed: set[Var], ranges: arith.Ranges) -> Expr | None:
     """A condition on the ``fixed`` variables under which ``cond`` (an integer comparison)
     holds for every value of the other variables in ``ranges``; None if none is found."""
@@ -233,7 +227,7 @@ def _version_loop(s: For, fixed: set[Var], ranges: arith.Ranges,
         if id(guard) in done:
             continue
         keep = []
-        for c in _conjuncts(guard.cond):
+        for c in conjuncts(guard.cond):
             if s.var in free_vars(c) and not (free_vars(c) - set(loop_ranges) - inner_fixed):
                 full = _all_iterations(c, inner_fixed, loop_ranges)
                 if full is not None:
@@ -242,7 +236,7 @@ def _version_loop(s: For, fixed: set[Var], ranges: arith.Ranges,
                         conditions.append(full)
                         continue
             keep.append(c)
-        if len(keep) < len(_conjuncts(guard.cond)):
+        if len(keep) < len(conjuncts(guard.cond)):
             versioned[id(guard)] = keep
             done[id(guard)] = guard
     body = s.body
@@ -270,7 +264,7 @@ def _edge_tile(body: Stmt, full_tile: Expr, var: Var, bounds: tuple[int, int] | 
         return bool(arith.simplify(substitute(full_tile, {var: Const(value, var.dtype)})).value)
 
     last = bounds[1] - 1
-    if all(_linear_in(c, var) for c in _conjuncts(full_tile)):
+    if all(_linear_in(c, var) for c in conjuncts(full_tile)):
         # the values failing linear comparisons are a prefix or a suffix of the range
         if holds(0) and not holds(last) and (last == 1 or holds(last - 1)):
             edges = [last]
