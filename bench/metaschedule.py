@@ -9,7 +9,11 @@ TVM is a benchmark contender, not a dependency; it runs from its own virtualenv 
         psutil torch==2.13.0 -e '.[bench]'
     /tmp/tvmvenv/bin/python bench/metaschedule.py [--trials 64,256] [--rounds 5]
 
-(``apache-tvm-ffi`` newer than 0.1.14.post0 segfaults in ``save_json``.) MetaSchedule runs
+(``apache-tvm-ffi`` newer than 0.1.14.post0 segfaults in ``save_json``.) TVM's runtime
+runs as many threads as ``TVM_NUM_THREADS`` says, and without it half the hardware threads
+on x86 (it assumes two per core): one on a 2-vCPU machine. The script sets it to the cores
+every contender gets, so MetaSchedule's programs run, and are tuned, on both cores as ours
+and the libraries' do (before 2026-11-29 they ran on one). MetaSchedule runs
 with its defaults (``tune_tir``: evolutionary search, XGBoost cost model, 64 trials per
 iteration, its local builder and runner) on an LLVM target for the host CPU with 2 cores;
 ours with ``tuner.tune``'s defaults. Each budget is a separate tune from an empty
@@ -23,6 +27,7 @@ nothing else on the machine.
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import tempfile
@@ -168,9 +173,13 @@ def main() -> int:
     args = parser.parse_args()
     budgets = [int(t) for t in args.trials.split(",")]
 
+    from schedule import host_cpu_target
+
+    os.environ["TVM_NUM_THREADS"] = str(host_cpu_target().cores)  # before TVM's thread pool
     import tvm
 
-    print(f"TVM {tvm.__version__}, target {tvm_target()}")
+    print(f"TVM {tvm.__version__}, target {tvm_target()}, "
+          f"TVM_NUM_THREADS={os.environ['TVM_NUM_THREADS']}")
     for name in args.workloads.split(","):
         wl = WORKLOADS[name]
         inputs = wl.random_inputs(seed=0)
