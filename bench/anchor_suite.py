@@ -44,7 +44,7 @@ from bench.fma_peak import fma_peak  # noqa: E402
 from bench.timing import median_call_time  # noqa: E402
 from bench.tune_curves import built_best  # noqa: E402
 from db import Database  # noqa: E402
-from schedule import Workload, host_cpu_target  # noqa: E402
+from schedule import Workload, host_cpu_target, placed  # noqa: E402
 from tuner import tune  # noqa: E402
 from tuner.trial import is_disturbed, is_reconfirmation  # noqa: E402
 
@@ -98,8 +98,8 @@ class Anchor:
         ic, oc = self.blocks()
         kernel_layout = (f"OIHW1i{oc}o" if self.op.op_name == "depthwise_conv2d_nchw"
                          else f"OIHW{ic}i{oc}o")
-        return ([layout_transform(inputs[0], "NCHW", f"NCHW{ic}c"),
-                 layout_transform(inputs[1], "OIHW", kernel_layout)],
+        return ([placed(layout_transform(inputs[0], "NCHW", f"NCHW{ic}c")),
+                 placed(layout_transform(inputs[1], "OIHW", kernel_layout))],
                 layout_transform(expected, "NCHW", f"NCHW{oc}c"))
 
 

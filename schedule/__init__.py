@@ -11,7 +11,7 @@ with nvcc (checked with ptxas) and ``CudaModule`` runs the cubin through the CUD
 """
 
 from . import cpu_intrin, expr, intrin, loop_ir, ops, te, vta
-from .buffers import ALIGNMENT, aligned, aligned_empty, allocator
+from .buffers import ALIGNMENT, PAGE, aligned, aligned_empty, allocator, buffer_alignment, placed
 from .build import (
     Artifact,
     BuildError,
@@ -52,6 +52,7 @@ from .workload import Workload
 
 __all__ = [
     "ALIGNMENT",
+    "PAGE",
     "Artifact",
     "BuildError",
     "CompileTimeout",
@@ -74,6 +75,7 @@ __all__ = [
     "aligned",
     "aligned_empty",
     "allocator",
+    "buffer_alignment",
     "build",
     "build_cuda",
     "canonical_text",
@@ -101,6 +103,7 @@ __all__ = [
     "nvidia_gpus",
     "opencl_device_name",
     "ops",
+    "placed",
     "post_order",
     "te",
     "vta",

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from . import dtype as dt
-from .buffers import aligned
+from .buffers import placed
 from .dag import canonical_text, post_order, workload_key
 from .expr import Binary, Call, Compare, Expr, Load, Logic, Select
 from .ops import get_op
@@ -115,10 +115,10 @@ class Workload:
         return count_flops(self.tensors()[-self.num_outputs:])
 
     def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
-        """Deterministic inputs for measuring and checking this workload (aligned for the
-        kernels, ``buffers.aligned``)."""
+        """Deterministic inputs for measuring and checking this workload, each in a buffer
+        of its own laid out alike in every process (``buffers.placed``)."""
         if self.op_name is not None:
-            return [aligned(a) for a in get_op(self.op_name).random_inputs(self.params, seed)]
+            return [placed(a) for a in get_op(self.op_name).random_inputs(self.params, seed)]
         rng = np.random.default_rng(seed)
         out = []
         for t in self.tensors()[:-self.num_outputs]:
@@ -128,7 +128,7 @@ class Workload:
                 out.append(rng.random(t.shape) < 0.5)
             else:
                 out.append(rng.integers(-8, 8, t.shape).astype(dt.numpy_dtype(t.dtype)))
-        return [aligned(a) for a in out]
+        return [placed(a) for a in out]
 
     def numpy_baseline(self, inputs: list[np.ndarray]) -> list[np.ndarray] | None:
         """The op computed by numpy in the workload's own dtype, as a numpy user would (the

@@ -33,14 +33,13 @@ from typing import Any
 
 from ..expr import Function
 from ..module import Module
-from .aot_runtime import AOT_VERSION, AotModel, load
+from .aot_runtime import AOT_VERSION, AotModel, buffer_alignment, load
 from .build import KernelSet, Schedules, _output_names, _plan
 from .graph_executor import GraphBuildError, GraphPlan, _nbytes
 from .lower import lower_primitive, operator_names
 
 __all__ = ["AOT_VERSION", "AotCompileError", "AotModel", "aot_compile", "compile_plan", "load"]
 
-ALIGNMENT = 64
 
 # file-scope names a kernel's source defines for itself: static functions or variables,
 # and typedefs (the name before an optional attribute and the closing semicolon)
@@ -169,7 +168,8 @@ def _translation_unit(plan: GraphPlan, sources: list[str],
              *headers, "", "#pragma GCC visibility push(hidden)"]
     lines += [_renamed(s, f"__k{k}") for k, s in enumerate(sources)]
     lines += ["#pragma GCC visibility pop", ""]
-    lines += [f"static uint8_t tt_storage{sid}[{size}] __attribute__((aligned({ALIGNMENT})));"
+    lines += [f"static uint8_t tt_storage{sid}[{size}] "
+              f"__attribute__((aligned({buffer_alignment(size)})));"
               for sid, size in sorted(storages.items())]
     lines += [f"static int (*tt_external[{max(n_external, 1)}])(void** args);",
               "int tt_set_external(int k, void* fn) {",

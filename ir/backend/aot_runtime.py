@@ -41,20 +41,31 @@ import numpy as np
 
 AOT_VERSION = 1
 ARTIFACT_FILES = ("model.json", "model.so", "model.c", "params.npz", "aot_runtime.py")
-#: weights and outputs of at least ``_ALIGNED_BYTES`` start at a multiple of ``ALIGNMENT``
-#: (as ``schedule.buffers``, which this file cannot import): a vector load across two cache
-#: lines costs two. Smaller outputs keep numpy's allocation, the cheaper per call.
+#: weights and outputs of a page or more start on a page boundary, the rest of the weights
+#: on a multiple of ``ALIGNMENT`` (as ``schedule.buffers``, which this file cannot import): a
+#: vector load across two cache lines costs two, and large buffers are laid out as the tuner
+#: measured their kernels. Smaller outputs keep numpy's allocation, the cheaper per call.
 ALIGNMENT = 64
-_ALIGNED_BYTES = 4096
+PAGE = 4096
 
 
-def _aligned_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+def buffer_alignment(nbytes: int) -> int:
+    """Where a buffer of ``nbytes`` starts: a multiple of ``PAGE`` from a page's size on,
+    else of ``ALIGNMENT`` (``schedule.buffers.buffer_alignment``)."""
+    return PAGE if nbytes >= PAGE else ALIGNMENT
+
+
+def _empty_at(shape: tuple[int, ...], dtype: np.dtype, align: int) -> np.ndarray:
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    if nbytes < _ALIGNED_BYTES:
-        return np.empty(shape, dtype)
-    raw = np.empty(nbytes + ALIGNMENT, np.uint8)
-    start = -raw.ctypes.data % ALIGNMENT
+    raw = np.empty(nbytes + align, np.uint8)
+    start = -raw.ctypes.data % align
     return raw[start:start + nbytes].view(dtype).reshape(shape)
+
+
+def _output_empty(shape: tuple[int, ...], dtype: np.dtype) -> np.ndarray:
+    if int(np.prod(shape, dtype=np.int64)) * dtype.itemsize < PAGE:
+        return np.empty(shape, dtype)
+    return _empty_at(shape, dtype, PAGE)
 
 
 def _private_library(library: Path) -> ctypes.CDLL:
@@ -172,7 +183,7 @@ class AotModel:
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         inputs = self._arrays(args, kwargs)
-        outputs = [_aligned_empty(shape, dtype) for shape, dtype in self._outputs]
+        outputs = [_output_empty(shape, dtype) for shape, dtype in self._outputs]
         with self._lock:
             held = self._held
             for i, a in enumerate(inputs):
@@ -272,8 +283,9 @@ def _param(spec: dict[str, Any], params: dict[str, np.ndarray]) -> np.ndarray:
     if value.shape != tuple(spec["shape"]):
         raise ValueError(f"parameter {spec['name']} has shape {list(value.shape)}, the model "
                          f"says {spec['shape']}")
-    if value.ctypes.data % ALIGNMENT:
-        value, misaligned = _aligned_empty(value.shape, value.dtype), value
+    align = buffer_alignment(value.nbytes)
+    if value.ctypes.data % align:
+        value, misaligned = _empty_at(value.shape, value.dtype, align), value
         value[...] = misaligned
     return value
 

@@ -41,16 +41,24 @@ import numpy as np
 GRAPH_VERSION = 1
 ARTIFACT_FILES = ("graph.json", "params.npz", "kernels.so", "runtime.py")
 #: where every buffer a kernel reads or writes starts (as ``schedule.buffers``, which this
-#: file cannot import): a vector load across two cache lines costs two
+#: file cannot import): a vector load across two cache lines costs two, and a buffer of a
+#: page or more starts on a page boundary, laid out as the tuner measured its kernels
 ALIGNMENT = 64
+PAGE = 4096
+
+
+def _alignment(nbytes: int) -> int:
+    return PAGE if nbytes >= PAGE else ALIGNMENT
 
 
 def aligned_empty(shape: tuple[int, ...], dtype: Any) -> np.ndarray:
-    """An uninitialised C-contiguous array starting at a multiple of ``ALIGNMENT``."""
+    """An uninitialised C-contiguous array starting at a multiple of ``ALIGNMENT``, or of
+    ``PAGE`` from a page's size on."""
     dtype = np.dtype(dtype)
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    raw = np.empty(nbytes + ALIGNMENT, np.uint8)
-    start = -raw.ctypes.data % ALIGNMENT
+    align = _alignment(nbytes)
+    raw = np.empty(nbytes + align, np.uint8)
+    start = -raw.ctypes.data % align
     return raw[start:start + nbytes].view(dtype).reshape(shape)
 
 
@@ -80,7 +88,7 @@ class GraphRuntime:
             if value.shape != shape:
                 raise ValueError(f"parameter {entry['name']} has shape {value.shape}, the "
                                  f"graph says {shape}")
-            if value.ctypes.data % ALIGNMENT:
+            if value.ctypes.data % _alignment(value.nbytes):
                 value, misaligned = aligned_empty(shape, dtype), value
                 value[...] = misaligned
             return value

@@ -284,15 +284,17 @@ def test_an_input_passed_again_is_read_afresh():
                                       np.full((2, 3), value + 1.0))
 
 
-def test_weights_and_outputs_start_on_a_cache_line():
-    """(numpy aligns to 16 bytes only; a vector load across two cache lines costs two)"""
+def test_weights_and_outputs_start_on_a_cache_line_and_large_ones_on_a_page():
+    """(numpy aligns to 16 bytes only; a vector load across two cache lines costs two; a
+    buffer's offset within its page decides whether loads alias earlier stores)"""
     x = ir.var("x", shape=(32, 64))
     w = ir.const(RNG.standard_normal((64, 64)).astype("float32"))
     module = _module([x], ir.op.nn.relu(ir.op.nn.dense(x, w)))
     model = aot_compile(module)
-    assert [p.ctypes.data % aot_runtime.ALIGNMENT for p in model._params] == [0]
+    assert [p.nbytes >= aot_runtime.PAGE for p in model._params] == [True]
+    assert [p.ctypes.data % aot_runtime.PAGE for p in model._params] == [0]
     data = RNG.standard_normal((32, 64)).astype("float32")
     for _ in range(4):  # numpy's own allocations fall at every 16-byte offset
         out = model(data)
-        assert out.nbytes >= 4096 and out.ctypes.data % aot_runtime.ALIGNMENT == 0
+        assert out.nbytes >= aot_runtime.PAGE and out.ctypes.data % aot_runtime.PAGE == 0
     np.testing.assert_allclose(out, ir.evaluate(module, data), rtol=1e-4, atol=1e-4)

@@ -164,12 +164,22 @@ def test_build_refuses_what_is_not_a_module():
         build(ir.var("x", shape=(2,)))
 
 
-def test_every_buffer_a_kernel_is_given_starts_on_a_cache_line():
+def test_every_buffer_a_kernel_is_given_starts_on_a_cache_line_and_large_ones_on_a_page():
     """Weights, inputs and the planned temporaries: a 64-byte vector load across two cache
-    lines costs two (numpy aligns to 16 bytes only)."""
-    from ir.backend.runtime import ALIGNMENT
+    lines costs two (numpy aligns to 16 bytes only), and a large buffer's offset within its
+    page decides whether its loads alias earlier stores (laid out as the tuner measured)."""
+    from ir.backend.runtime import ALIGNMENT, PAGE
 
     model = build(transformer_layer())
     entries = model.runtime.entries
     assert len(entries) > 5
     assert all(e.ctypes.data % ALIGNMENT == 0 for e in entries if e.nbytes)
+    large = [e for e in entries if e.nbytes >= PAGE]
+    assert large and all(e.ctypes.data % PAGE == 0 for e in large)
+
+    x = ir.var("x", shape=(32, 64))
+    w = ir.const(RNG.standard_normal((64, 64)).astype("float32"))
+    module = ir.Module.from_expr(ir.Function([x], ir.op.nn.softmax(ir.op.nn.dense(x, w))))
+    storages = build(module).runtime._storages  # the dense output: a planned temporary
+    assert any(s.nbytes >= PAGE for s in storages)
+    assert all(s.ctypes.data % PAGE == 0 for s in storages if s.nbytes >= PAGE)
