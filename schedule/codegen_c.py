@@ -22,6 +22,7 @@ import math
 from . import dtype as dt
 from . import vmath
 from .arith import const_bounds
+from .buffers import buffer_alignment
 from .chains import reduction_chain
 from .cpu_intrin import DOT_CALL, lower_dot_products
 from .expr import (
@@ -580,8 +581,10 @@ class CCodegen(SourcePrinter):
         else:
             # On the heap; if that fails the kernel skips this part and returns -1 (a return
             # statement cannot leave an OpenMP parallel loop).
-            size = -(-buf.nbytes // 64) * 64
-            self.emit(f"{ct}* restrict {name} = ({ct}*)aligned_alloc(64, {size});", 1)
+            # (on a page from a page on, as ``buffers``: laid out alike in every process)
+            align = buffer_alignment(buf.nbytes)
+            size = -(-buf.nbytes // align) * align
+            self.emit(f"{ct}* restrict {name} = ({ct}*)aligned_alloc({align}, {size});", 1)
             self.emit(f"if ({name} == NULL) {{", 1)
             self.emit("#pragma omp atomic write", 2)
             self.emit("tt_failed = 1;", 2)
