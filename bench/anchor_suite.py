@@ -17,22 +17,29 @@ a packed row leaves out the layout change a model does once at its edges.
 Per row: each contender's median time per call from Python (median of ``--rounds``
 interleaved rounds, each the median of the calls in 0.3 s), ours at every budget as
 GFLOP/s, as a fraction of this machine's FMA peak (``bench/fma_peak.py``, measured at the
-start) and as the ratio to the fastest library; memory-bound rows (fewer than 4 FLOPs per
-byte that must move) give GB/s instead of the peak fraction; "(in tuning x)" is the
-figure the tune measured for that program (the one it ranked it by: far below the re-time,
-the program was measured in a fast moment; see ``bench/host_drift.py``). The issue's aim: every row
-at least 1.05x the best library at 1000 trials. Run it with nothing else on the machine.
+start) and as the ratio to the fastest library (the median over rounds of the ratio within
+a round, so that a round the whole machine ran slow in counts like the others);
+memory-bound rows (fewer than 4 FLOPs per byte that must move) give GB/s instead of the
+peak fraction; "(in tuning x)" is the figure the tune measured for that program (the one
+it ranked it by: far below the re-time, the program was measured in a fast moment; see
+``bench/host_drift.py``). The issue's aim: every row at least 1.05x the best library at
+1000 trials. Run it with nothing else on the machine.
+
+``--save FILE`` keeps every row's programs (steps per budget, with their in-tuning
+figures); ``--retime FILE`` re-times them later without tuning again, which tells a
+program's speed apart from the moment it was timed in.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import statistics
 import sys
 import tempfile
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -265,15 +272,37 @@ def tune_to(wl: Workload, marks: list[int], pool, seed: int) -> Tuned:
     return tuned
 
 
+def save_tunes(path: Path, tunes: dict[str, Tuned]) -> None:
+    """Every row's tune as JSON: its programs' steps and in-tuning figures per budget."""
+    path.write_text(json.dumps({name: asdict(t) for name, t in tunes.items()}, indent=1))
+
+
+def load_tunes(path: Path) -> dict[str, Tuned]:
+    """The tunes ``save_tunes`` wrote (budgets come back as integers)."""
+    tunes = {}
+    for name, fields in json.loads(path.read_text()).items():
+        for key in ("best_steps", "best_cost"):
+            fields[key] = {int(mark): value for mark, value in fields[key].items()}
+        tunes[name] = Tuned(**fields)
+    return tunes
+
+
 def interleaved_times(contenders: dict[str, Callable[[], object]],
-                      rounds: int) -> dict[str, float]:
-    """Median seconds per call of every contender over ``rounds`` interleaved rounds."""
+                      rounds: int) -> dict[str, list[float]]:
+    """Seconds per call of every contender in each of ``rounds`` interleaved rounds."""
     times: dict[str, list[float]] = {name: [] for name in contenders}
     for _ in range(rounds):
         for name, call in contenders.items():
             times[name].append(median_call_time(call, budget_s=0.3, max_calls=300))
             time.sleep(0.2)  # let a threaded library's spinning threads go to sleep
-    return {name: statistics.median(t) for name, t in times.items()}
+    return times
+
+
+def round_ratio(times: dict[str, list[float]], baseline: str, contender: str) -> float:
+    """The median over rounds of ``baseline``'s time over ``contender``'s in the same round:
+    a machine slower in one round than in another slows both."""
+    return statistics.median(b / c for b, c in zip(times[baseline], times[contender],
+                                                   strict=True))
 
 
 def min_bytes(inputs: list[np.ndarray], expected: np.ndarray) -> int:
@@ -282,10 +311,11 @@ def min_bytes(inputs: list[np.ndarray], expected: np.ndarray) -> int:
 
 
 def run_workload(name: str, anchor: Anchor, marks: list[int], rounds: int, pool, seed: int,
-                 peak: float) -> str:
-    """Tune, re-time and return the workload's table row (markdown)."""
+                 peak: float, saved: Tuned | None = None) -> tuple[str, Tuned]:
+    """Tune (or take the ``saved`` tune's programs), re-time, and return the workload's
+    table row (markdown) with the tune."""
     wl, tuned_wl = anchor.op, anchor.workload()
-    tuned = tune_to(tuned_wl, marks, pool, seed)
+    tuned = saved if saved is not None else tune_to(tuned_wl, marks, pool, seed)
     inputs = wl.random_inputs(0)
     (expected,) = wl.reference(inputs)
     contenders = library_contenders(wl, inputs, expected)
@@ -295,7 +325,8 @@ def run_workload(name: str, anchor: Anchor, marks: list[int], rounds: int, pool,
         if mark in tuned.best_steps:
             contenders[f"ours@{mark}"] = built_best(tuned_wl, tuned.best_steps[mark],
                                                     our_inputs, our_expected)
-    timed = interleaved_times(contenders, rounds)
+    rounds_timed = interleaved_times(contenders, rounds)
+    timed = {name: statistics.median(t) for name, t in rounds_timed.items()}
     best_library = min(libraries, key=timed.__getitem__)
     moved = min_bytes(inputs, expected)
     memory_bound = wl.flops / moved < MEMORY_BOUND_FLOPS_PER_BYTE
@@ -308,12 +339,14 @@ def run_workload(name: str, anchor: Anchor, marks: list[int], rounds: int, pool,
         seconds = timed[key]
         speed = (f"{moved / seconds / 1e9:.1f} GB/s" if memory_bound else
                  f"{wl.flops / seconds / 1e9:.0f} GFLOP/s ({wl.flops / seconds / 1e9 / peak:.2f})")
-        cells.append(f"{seconds * 1e3:.3f} ms, {speed}, **{timed[best_library] / seconds:.2f}x** "
+        ratio = round_ratio(rounds_timed, best_library, key)
+        cells.append(f"{seconds * 1e3:.3f} ms, {speed}, **{ratio:.2f}x** "
                      f"(in tuning {tuned.best_cost[mark] * 1e3:.3f})")
     cells.append(f"{best_library}")
     cells.append(f"{tuned.wall_s:.0f} s ({tuned.wall_s / max(tuned.trials, 1):.2f} s/trial)"
-                 + (f", {tuned.disturbed} disturbed" if tuned.disturbed else ""))
-    return "| " + " | ".join(cells) + " |"
+                 + (f", {tuned.disturbed} disturbed" if tuned.disturbed else "")
+                 + (" (saved)" if saved is not None else ""))
+    return "| " + " | ".join(cells) + " |", tuned
 
 
 def _budgets(text: str) -> list[int]:
@@ -331,6 +364,10 @@ def main() -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", default="",
                         help="comma-separated row names (default: every row)")
+    parser.add_argument("--save", type=Path,
+                        help="write every row's tune (its programs per budget) to this JSON")
+    parser.add_argument("--retime", type=Path,
+                        help="re-time the programs of a --save file instead of tuning")
     args = parser.parse_args()
     chosen = [n.strip() for n in args.only.split(",") if n.strip()] or list(ANCHORS)
     unknown = [n for n in chosen if n not in ANCHORS]
@@ -349,10 +386,18 @@ def main() -> int:
               "best library", "tuning wall"]
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header), flush=True)
+    saved = load_tunes(args.retime) if args.retime else {}
+    missing = [n for n in chosen if args.retime and n not in saved]
+    if missing:
+        parser.error(f"{args.retime} holds no tune of {missing}")
+    tunes: dict[str, Tuned] = {}
     with LocalPool() as pool:
         for name in chosen:
-            print(run_workload(name, ANCHORS[name], args.trials, args.rounds, pool, args.seed,
-                               peak), flush=True)
+            row, tunes[name] = run_workload(name, ANCHORS[name], args.trials, args.rounds, pool,
+                                            args.seed, peak, saved.get(name))
+            print(row, flush=True)
+            if args.save:
+                save_tunes(args.save, tunes)
     return 0
 
 
