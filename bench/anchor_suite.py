@@ -387,7 +387,7 @@ def main() -> int:
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header), flush=True)
     saved = load_tunes(args.retime) if args.retime else {}
-    missing = [n for n in chosen if args.retime and n not in saved]
+    missing = [n for n in chosen if n not in saved] if args.retime else []
     if missing:
         parser.error(f"{args.retime} holds no tune of {missing}")
     tunes: dict[str, Tuned] = {}

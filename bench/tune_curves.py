@@ -27,7 +27,7 @@ from pathlib import Path
 import numpy as np
 
 from db import Database
-from schedule import Workload, aligned_empty, build, host_cpu_target, make_schedule
+from schedule import Workload, build, host_cpu_target, make_schedule, placed
 from tuner import tune
 
 WORKLOADS = {
@@ -114,8 +114,7 @@ def built_best(wl: Workload, steps, inputs: list[np.ndarray],
     mod = build(s, tensors)
     if expected is None:
         (expected,) = wl.reference(inputs)
-    out = aligned_empty(expected.shape, expected.dtype)  # as the runtime allocates it
-    out[...] = 0
+    out = placed(np.zeros_like(expected))  # laid out as the runtime allocates it
     mod(*inputs, out)
     np.testing.assert_allclose(out, expected, rtol=1e-3, atol=1e-3)
     return lambda: mod(*inputs, out)
