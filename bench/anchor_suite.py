@@ -14,8 +14,9 @@ convolutions on channels packed in blocks of the vector lanes (the layout compil
 run them in) and time them on inputs packed beforehand: the libraries' rows are NCHW, so
 a packed row leaves out the layout change a model does once at its edges.
 
-Per row: each contender's median time per call from Python (median of ``--rounds``
-interleaved rounds, each the median of the calls in 0.3 s), ours at every budget as
+Per row: each contender's median time per call from Python (median of at least
+``--rounds`` interleaved rounds, more until ``--min-timing-s`` have passed, each the median
+of the calls in 0.3 s), ours at every budget as
 GFLOP/s, as a fraction of this machine's FMA peak (``bench/fma_peak.py``, measured at the
 start) and as the ratio to the fastest library (the median over rounds of the ratio within
 a round, so that a round the whole machine ran slow in counts like the others);
@@ -287,11 +288,22 @@ def load_tunes(path: Path) -> dict[str, Tuned]:
     return tunes
 
 
-def interleaved_times(contenders: dict[str, Callable[[], object]],
-                      rounds: int) -> dict[str, list[float]]:
-    """Seconds per call of every contender in each of ``rounds`` interleaved rounds."""
+#: the most rounds ``interleaved_times`` runs to fill its time
+MAX_ROUNDS = 200
+
+
+def interleaved_times(contenders: dict[str, Callable[[], object]], rounds: int,
+                      min_seconds: float = 0.0) -> dict[str, list[float]]:
+    """Seconds per call of every contender in each of at least ``rounds`` interleaved
+    rounds, and more (up to ``MAX_ROUNDS``) until ``min_seconds`` have passed: a kernel of
+    microseconds is timed in a few milliseconds per round, and this host's speed shifts
+    for seconds at a time (a softmax's ratio to onnxruntime read 0.99x over 5 rounds and
+    1.14x over 40), so its rows need many rounds for a stable median."""
     times: dict[str, list[float]] = {name: [] for name in contenders}
-    for _ in range(rounds):
+    deadline = time.perf_counter() + min_seconds
+    done = 0
+    while done < rounds or (time.perf_counter() < deadline and done < MAX_ROUNDS):
+        done += 1
         for name, call in contenders.items():
             times[name].append(median_call_time(call, budget_s=0.3, max_calls=300))
             time.sleep(0.2)  # let a threaded library's spinning threads go to sleep
@@ -311,7 +323,8 @@ def min_bytes(inputs: list[np.ndarray], expected: np.ndarray) -> int:
 
 
 def run_workload(name: str, anchor: Anchor, marks: list[int], rounds: int, pool, seed: int,
-                 peak: float, saved: Tuned | None = None) -> tuple[str, Tuned]:
+                 peak: float, saved: Tuned | None = None,
+                 min_timing_s: float = 0.0) -> tuple[str, Tuned]:
     """Tune (or take the ``saved`` tune's programs), re-time, and return the workload's
     table row (markdown) with the tune."""
     wl, tuned_wl = anchor.op, anchor.workload()
@@ -325,7 +338,7 @@ def run_workload(name: str, anchor: Anchor, marks: list[int], rounds: int, pool,
         if mark in tuned.best_steps:
             contenders[f"ours@{mark}"] = built_best(tuned_wl, tuned.best_steps[mark],
                                                     our_inputs, our_expected)
-    rounds_timed = interleaved_times(contenders, rounds)
+    rounds_timed = interleaved_times(contenders, rounds, min_timing_s)
     timed = {name: statistics.median(t) for name, t in rounds_timed.items()}
     best_library = min(libraries, key=timed.__getitem__)
     moved = min_bytes(inputs, expected)
@@ -342,7 +355,7 @@ def run_workload(name: str, anchor: Anchor, marks: list[int], rounds: int, pool,
         ratio = round_ratio(rounds_timed, best_library, key)
         cells.append(f"{seconds * 1e3:.3f} ms, {speed}, **{ratio:.2f}x** "
                      f"(in tuning {tuned.best_cost[mark] * 1e3:.3f})")
-    cells.append(f"{best_library}")
+    cells.append(f"{best_library} ({len(rounds_timed[best_library])} rounds)")
     cells.append(f"{tuned.wall_s:.0f} s ({tuned.wall_s / max(tuned.trials, 1):.2f} s/trial)"
                  + (f", {tuned.disturbed} disturbed" if tuned.disturbed else "")
                  + (" (saved)" if saved is not None else ""))
@@ -360,7 +373,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=_budgets, default=[64, 256, 1000],
                         help="comma-separated budgets; one tune runs to the largest")
-    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--rounds", type=int, default=5, help="the fewest timing rounds")
+    parser.add_argument("--min-timing-s", type=float, default=20.0,
+                        help=f"more rounds (up to {MAX_ROUNDS}) until each row's timing took "
+                        "this long")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--only", default="",
                         help="comma-separated row names (default: every row)")
@@ -379,8 +395,8 @@ def main() -> int:
     target = host_cpu_target()
     peak = fma_peak(target.cores)
     print(f"{target.canonical} ({target.model_name}); FMA peak {peak:.0f} GFLOP/s on "
-          f"{target.cores} threads; budgets {args.trials}; median of {args.rounds} "
-          "interleaved rounds, ms per call", flush=True)
+          f"{target.cores} threads; budgets {args.trials}; median of at least {args.rounds} "
+          f"interleaved rounds (more until {args.min_timing_s:g} s), ms per call", flush=True)
     header = ["workload", "numpy", "PyTorch", "onnxruntime",
               *(f"ours, {m} trials: time, speed (of peak), vs best library" for m in args.trials),
               "best library", "tuning wall"]
@@ -394,7 +410,8 @@ def main() -> int:
     with LocalPool() as pool:
         for name in chosen:
             row, tunes[name] = run_workload(name, ANCHORS[name], args.trials, args.rounds, pool,
-                                            args.seed, peak, saved.get(name))
+                                            args.seed, peak, saved.get(name),
+                                            args.min_timing_s)
             print(row, flush=True)
             if args.save:
                 save_tunes(args.save, tunes)
