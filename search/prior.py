@@ -9,7 +9,8 @@ rows; each step of the reduction loads ``V`` vectors and ``B`` broadcast values 
 ``V x B`` multiply-adds. A uniform draw mostly lands on tiles with too few accumulators to
 hide the FMA latency, or too many for the register file, or too many loads per
 multiply-add (a BERT dense layer's search settled on 8 rows x 1 vector, 0.6 of the FMA
-peak, where 8 x 3 runs at 0.7). The prior draws ``V`` from 1 to 3 vectors and ``B`` so that
+peak, where 8 x 3 runs at 0.7). The prior draws ``V`` from 1 to 3 vectors (to 4 with
+AVX-512's 32 registers) and ``B`` so that
 ``V x B`` fills between three quarters and all of the registers left for accumulators, and the
 reduction's inner tile as long as its decision allows up to ``REDUCE_TILE`` (the
 accumulators stay in registers over a long run), or any longer one a packed operand allows
@@ -36,8 +37,11 @@ from .task import SearchTask
 
 #: vector registers kept for the operands of one step (weight vectors, a broadcast value)
 OPERAND_REGISTERS = 4
-#: the most vectors one step of a register tile loads
-MAX_VECTORS = 3
+#: the most vectors one step of a register tile loads, by the target's vector registers:
+#: with AVX-512's 32, four (GEMM 1024 on a Sapphire Rapids-class core, the same packed
+#: tiling replayed: 6 rows x 4 vectors 327 GFLOP/s, 8 x 2 312, 8 x 3 310; a tune that drew
+#: 8 x 2 ended 0.88x PyTorch, one that drew 7 x 4 0.99x); with AVX2's 16, three
+MAX_VECTORS = {16: 3, 32: 4}
 
 
 class RegisterTiles:
@@ -47,7 +51,9 @@ class RegisterTiles:
         cpu = task.target.kind == "cpu"
         self.lanes = task.vector_lanes(4) if cpu else 1
         self.masked = cpu and task.target.masked_vectors
-        self.accumulators = (32 if self.lanes >= 16 else 16) - OPERAND_REGISTERS
+        registers = 32 if self.lanes >= 16 else 16
+        self.accumulators = registers - OPERAND_REGISTERS
+        self.max_vectors = MAX_VECTORS[registers]
         self._vector_axes: dict[str, set[str]] = {}  # stays empty but on a CPU
         if cpu:
             s, _ = make_schedule(task.workload)
@@ -79,11 +85,11 @@ class RegisterTiles:
                 continue
             (vector_name, vector), rows = spatial[-1], spatial[:-1]
             widths = [f for f in vector.innermost_choices()
-                      if self._fills_vectors(f) and f <= MAX_VECTORS * self.lanes]
+                      if self._fills_vectors(f) and f <= self.max_vectors * self.lanes]
             if vector.inexact_probability > 0:
                 # whole vectors that divide nothing too (383 columns; 3 vectors of 1024),
                 # the last tile partial
-                widths += [v * self.lanes for v in range(1, MAX_VECTORS + 1)
+                widths += [v * self.lanes for v in range(1, self.max_vectors + 1)
                            if v * self.lanes <= min(vector.extent, vector.max_innermost)
                            and v * self.lanes not in widths]
             if not widths:
@@ -95,7 +101,7 @@ class RegisterTiles:
             broadcast = [(n, d) for n, d in rows if n[len(prefix):] not in vector_axes]
             for name, d in rng.sample(picks_vectors, len(picks_vectors)):
                 factor = rng.choice([f for f in d.innermost_choices()
-                                     if vectors * f <= MAX_VECTORS] or [1])
+                                     if vectors * f <= self.max_vectors] or [1])
                 vectors *= factor
                 out[name] = d.sample_around(factor, rng)
             budget = rng.randint(self.accumulators * 3 // 4, self.accumulators) // vectors
