@@ -80,13 +80,17 @@ class TileDecision:
         """The innermost factors that divide the extent (whole blocks where any is)."""
         return self._whole_blocks([d for d in divisors(self.extent) if d <= self._limit(0)])
 
-    def sample_around(self, innermost: int, rng: random.Random) -> tuple[int, ...]:
+    def sample_around(self, innermost: int, rng: random.Random,
+                      next_level: int | None = None) -> tuple[int, ...]:
         """A value with this innermost factor, the outer levels drawn at random (dividing
-        what remains)."""
+        what remains); ``next_level`` fixes the factor of the level just outside the
+        innermost where it divides what remains."""
         remaining = math.ceil(self.extent / innermost)
         factors = [innermost]
         for level in range(1, self.parts):
             choices = [d for d in divisors(remaining) if d <= self._limit(level)] or [1]
+            if level == 1 and next_level in choices:
+                choices = [next_level]
             f = rng.choice(choices)
             factors.append(f)
             remaining //= f
