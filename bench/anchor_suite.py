@@ -2,7 +2,8 @@
 divide nothing, each tuned from an empty database and re-timed in this one process beside
 numpy, PyTorch and onnxruntime in interleaved rounds.
 
-    .venv/bin/python bench/anchor_suite.py [--trials 64,256,1000] [--rounds 5] [--only NAME,...]
+    .venv/bin/python bench/anchor_suite.py [--trials 64,256,1000] [--rounds 5]
+        [--min-timing-s 20] [--only NAME,...]
 
 One tune per workload runs to the largest budget; the program at each smaller budget is
 the best the same tune had measured after that many trials (so the budgets share one
