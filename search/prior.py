@@ -17,9 +17,9 @@ accumulators stay in registers over a long run), or any longer one a packed oper
 (how long a slice of the panel stays in L1 depends on the other tiles). In half the draws
 the spatial level just outside the register tile is 1, so the reduction's outer loop wraps
 its inner one directly and the accumulators stay in registers across the whole reduction
-(a GEMM 1024's packed 6 x 4-vector tile: 327 GFLOP/s so, 293 with 19 x 2 such tiles
-between the two reduction loops, its accumulators stored and reloaded at each outer step;
-a uniform draw holds them in one of 30). Every other level is drawn uniformly, and
+(GEMM 1024, packed, replayed: a 6 x 4-vector tile held so 327 GFLOP/s; an 8 x 2-vector
+tile with 128 x 8 such tiles between the two reduction loops, its accumulators stored and
+reloaded at each outer step, 294; a uniform draw holds a 6 x 4-vector tile in one of 30). Every other level is drawn uniformly, and
 evolution takes it from there.
 Where the axes allow partial last tiles, widths and row counts that divide nothing are
 drawn too: whole vectors with the last tile partial (383 columns, or 3 vectors of 1024
