@@ -19,8 +19,8 @@ the spatial level just outside the register tile is 1, so the reduction's outer 
 its inner one directly and the accumulators stay in registers across the whole reduction
 (GEMM 1024, packed, replayed: a 6 x 4-vector tile held so 327 GFLOP/s; an 8 x 2-vector
 tile with 128 x 8 such tiles between the two reduction loops, its accumulators stored and
-reloaded at each outer step, 294; a uniform draw holds a 6 x 4-vector tile in one of 30). Every other level is drawn uniformly, and
-evolution takes it from there.
+reloaded at each outer step, 294; a uniform draw holds a 6 x 4-vector tile in one of 30).
+Every other level is drawn uniformly, and evolution takes it from there.
 Where the axes allow partial last tiles, widths and row counts that divide nothing are
 drawn too: whole vectors with the last tile partial (383 columns, or 3 vectors of 1024
 columns), one mostly full masked vector on a target with masked vectors where that is all
