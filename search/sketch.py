@@ -214,8 +214,19 @@ def _pack(task: SearchTask, s: te.Schedule, op: SketchOp, decide: Decide) -> Non
     it against the tile's reuse."""
     stage = s[op.stage]
     (tensor,) = {load.source for load in analysis.reads(stage) if load.source.name == op.operand}
-    if op.axis_order:  # a transposed copy, made once per call at the root
-        s.cache_read(tensor, "global", [stage], op.axis_order)
+    if op.axis_order:
+        # a transposed copy, made once per call at the root, a block of the new innermost
+        # axis at a time: each vector gathers one element from each of ``lanes`` rows of
+        # the operand, and a block walks those rows in step. Walking the whole new
+        # innermost axis per step instead (the copy in its own order) read 256 weight rows
+        # 4.6 KB apart, which share 8 of the L1's sets: the copy of a 128->256 3x3 conv's
+        # weights took 0.2 ms of a 0.5 ms program, 0.04 ms this way
+        copy = s[s.cache_read(tensor, "global", [stage], op.axis_order)]
+        *axes, last = copy.op.axis
+        lanes = _stage_lanes(task, copy)
+        if last.extent > lanes and last.extent % lanes == 0:
+            across, lanes_iv = copy.split(last, factor=lanes)
+            copy.reorder(across, *axes, lanes_iv)
         return
     panel = s[s.cache_read(tensor, "global", [stage])]
     level = decide(f"pack:{stage.name}", ChoiceDecision(PACK_LEVELS))

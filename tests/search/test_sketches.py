@@ -99,7 +99,8 @@ def test_a_stage_whose_rows_fill_no_vectors_may_vectorize_another_axis(op, param
 def test_transposed_accumulators_hold_whole_vectors_of_channels_and_write_nchw():
     """The AlexNet stem in NCHW (55 output columns): the transposed sketch accumulates a
     register tile of 5 columns x 64 channels, channels innermost (whole vectors), reads
-    the weights from a copy with the channels innermost, and writes NCHW: numpy agrees."""
+    the weights from a copy with the channels innermost (made a block of 16 channels at a
+    time), and writes NCHW: numpy agrees."""
     wl = Workload.op("conv2d_nchw", N=1, C=3, H=224, W=224, K=64, R=11, S=11, stride=4,
                      padding=2)
     task = SearchTask(wl, "cpu")
@@ -115,6 +116,8 @@ def test_transposed_accumulators_hold_whole_vectors_of_channels_and_write_nchw()
                  "tile:conv.local:rx": (11,), "location:phases": "inline",
                  "unroll:conv.local": 512}
     s, args = instantiate(task, sketch, sampler(decisions, {}, random.Random(0)))
+    # the copy walks 16 weight rows at a time (a block of its vector lanes outermost)
+    assert s["kernel.global"].leaf_iter_vars[0].name.startswith("ax3.outer")
     text = str(lower(s, args))
     assert "allocate kernel_global: float32[3, 11, 11, 64]" in text
     assert "allocate conv_local: float32[1, 1, 5, 64]" in text
