@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -159,13 +160,22 @@ def multi_level_tiling(ctx: SketchContext, stage: te.Stage) -> RuleResult | None
     return RuleResult([*fused, *packed, *transposed, plain], skip_rest=True)
 
 
+#: a transposed copy of operands is offered only to a program of at least this many FLOPs
+#: per byte copied: a depthwise convolution (4 FLOPs per byte of its padded input, which
+#: it would copy too) spent every call's time twice over, and its tune, drawn to those
+#: programs, ended 1.8x slower than one that had stayed with channel-row vectors; the
+#: convolutions that gain copy only their weights (100-1500 FLOPs per byte)
+MIN_FLOPS_PER_COPIED_BYTE = 16
+
+
 def transposed_accumulators(ctx: SketchContext, stage: te.Stage) -> list[list[SketchOp]]:
     """On a cpu target, a stage whose last axis fills no whole number of vectors while
     another axis does (``analysis.transposed_vector_layout``: an NCHW convolution's 55
     output columns, its 64 output channels) accumulates in a cache-write tile whose axes
     put that other axis last, so the register tiles are whole vectors of it; the copy-out
     writes the original layout, and operands read along that axis in an outer dimension
-    (the weights) are read from a transposed copy, made once per call."""
+    (the weights) are read from a transposed copy, made once per call (where that copy
+    is cheap beside the work: ``MIN_FLOPS_PER_COPIED_BYTE``)."""
     if ctx.task.target.kind != "cpu":
         return []
     lanes = ctx.task.vector_lanes(dt.itemsize(stage.op.output.dtype))
@@ -173,6 +183,11 @@ def transposed_accumulators(ctx: SketchContext, stage: te.Stage) -> list[list[Sk
     if layout is None:
         return []
     order, operands = layout
+    copied = {load.source.name: load.source for load in analysis.reads(stage)
+              if load.source.name in dict(operands)}
+    copied_bytes = sum(math.prod(t.shape) * dt.itemsize(t.dtype) for t in copied.values())
+    if ctx.task.workload.flops < MIN_FLOPS_PER_COPIED_BYTE * copied_bytes:
+        return []
     local = f"{stage.name}.local"
     return [[SketchOp("cache_write", stage.name, axis_order=tuple(order)),
              SketchOp("tile", local, level, stage.name),

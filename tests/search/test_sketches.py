@@ -96,6 +96,24 @@ def test_a_stage_whose_rows_fill_no_vectors_may_vectorize_another_axis(op, param
     assert analysis.transposed_vector_layout(stage, 16) == layout
 
 
+@pytest.mark.parametrize(("wl", "offered"), [
+    # weights of 1.2 MB against 116 MFLOP: the copy is cheap beside the convolution
+    (Workload.op("conv2d_nchw", N=1, C=128, H=28, W=28, K=256, R=3, S=3, stride=2,
+                 padding=1), True),
+    # a depthwise convolution would copy its whole padded input for 4 FLOPs a byte
+    (Workload.op("depthwise_conv2d_nchw", N=1, C=256, H=28, W=28, R=3, S=3, padding=1),
+     False),
+])
+def test_transposed_copies_are_offered_only_where_cheap_beside_the_work(wl, offered):
+    from search import analysis
+
+    s, _ = make_schedule(wl)
+    (stage,) = [st for st in analysis.compute_stages(s) if st.op.reduce_axis]
+    assert analysis.transposed_vector_layout(stage, 16) is not None  # the layout fits both
+    names = [str(sk) for sk in generate_sketches(SearchTask(wl, "cpu -isa=avx512 -cores=2"))]
+    assert any("transposed" in n for n in names) == offered
+
+
 def test_transposed_accumulators_hold_whole_vectors_of_channels_and_write_nchw():
     """The AlexNet stem in NCHW (55 output columns): the transposed sketch accumulates a
     register tile of 5 columns x 64 channels, channels innermost (whole vectors), reads
