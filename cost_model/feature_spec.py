@@ -61,6 +61,7 @@ PROGRAM_CONTEXT_FEATURES = [
     ("prog_sites", "max"), ("prog_stores", "max"), ("prog_loops", "max"), ("prog_allocs", "max"),
     ("prog_alloc_bytes", "max"), ("prog_float_ops", "max"), ("prog_bytes", "max"),
     ("prog_max_par", "max"), ("prog_est_cycles", "max"), ("prog_shared_bytes", "max"),
+    ("prog_prefetches", "max"),
 ]
 SPEC = (COMPUTE_FEATURES + LOOP_FEATURES + BUFFER_FEATURES + TRAFFIC_FEATURES
          + ESTIMATE_FEATURES + AI_FEATURES + ALLOC_FEATURES + PROGRAM_CONTEXT_FEATURES)

@@ -301,7 +301,7 @@ def _finish(rows: list[list[float]], info: ProgramInfo) -> np.ndarray:
     context = [len(rows), info.stores, info.loops, info.allocs, info.alloc_bytes,
                site[:, col["float_ops"]].sum(),
                site[:, [col[f"buf{k}_bytes"] for k in range(N_BUFFER_SLOTS)]].sum(),
-               par.max(), site[:, col["est_cycles"]].sum(), info.shared_bytes]
+               par.max(), site[:, col["est_cycles"]].sum(), info.shared_bytes, info.prefetches]
     out = np.empty((len(rows), N_FEATURES), dtype=np.float64)
     out[:, :N_SITE_FEATURES] = site
     out[:, N_SITE_FEATURES:] = context

@@ -70,6 +70,7 @@ class ProgramInfo:
     alloc_bytes: int = 0
     shared_bytes: int = 0  # GPU block-shared buffers
     stores: int = 0  # store statements, every unrolled copy counted
+    prefetches: int = 0  # prefetch hints run (loop iterations and unrolled copies counted)
 
 
 @dataclass(slots=True)
@@ -153,6 +154,10 @@ class _SiteCollector(L.StmtVisitor):
             self.info.shared_bytes += s.buffer.nbytes
         self.allocs[id(s.buffer)] = (s.buffer.nbytes, math.prod(lp.extent for lp in self.loops))
         self.visit(s.body)
+
+    def visit_prefetch(self, s: L.Prefetch) -> None:
+        self.info.prefetches += math.prod(lp.extent for lp in self.loops) * math.prod(
+            u.extent for u in self.unrolled)
 
     def visit_store(self, s: L.Store) -> None:
         loops, unrolled, conds = self.loops, self.unrolled, self.conds

@@ -45,6 +45,7 @@ from .loop_ir import (
     Buffer,
     For,
     LoweredFunc,
+    Prefetch,
     Store,
     VStore,
 )
@@ -489,6 +490,10 @@ class CCodegen(SourcePrinter):
         else:
             target = f"{self.buf_name(buf)}[{self.expr(s.indices[0])}]"
         self.emit(f"{target} = {self.expr(s.value)};")
+
+    def visit_prefetch(self, s: Prefetch) -> None:
+        # (GCC's builtin: a read, kept in every cache level; it never faults)
+        self.emit(f"__builtin_prefetch(&{self.buf_name(s.buffer)}[{self.expr(s.indices[0])}]);")
 
     def visit_vstore(self, s: VStore) -> None:
         if s.buffer in self.promoted:

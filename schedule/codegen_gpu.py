@@ -39,6 +39,7 @@ from .loop_ir import (
     Allocate,
     Barrier,
     For,
+    Prefetch,
     Store,
     UnrolledSize,
 )
@@ -298,6 +299,10 @@ class GpuCodegen(SourcePrinter):
 
     def visit_barrier(self, s: Barrier) -> None:
         self.emit(self.d.barrier)
+
+    def visit_prefetch(self, s: Prefetch) -> None:
+        raise ScheduleError(f"prefetch of {s.buffer.name}: a CPU schedule primitive (GPU "
+                            "programs stage what they reuse in shared memory instead)")
 
     # ------------------------------------------------------------------ kernels
     def kernel(self, k: Kernel) -> list[str]:

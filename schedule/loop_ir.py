@@ -149,6 +149,19 @@ class Allocate(Stmt):
         self.body = body
 
 
+class Prefetch(Stmt):
+    """A hint that the element of ``buffer`` at ``indices`` will be read soon: its cache
+    line is fetched into the nearest cache without waiting for it (the ``prefetch`` schedule
+    primitive). It computes nothing and never faults, wherever it points."""
+
+    __slots__ = ("buffer", "indices")
+    visit_method = "visit_prefetch"
+
+    def __init__(self, buffer: Buffer, indices: Sequence[Expr]):
+        self.buffer = buffer
+        self.indices = tuple(indices)
+
+
 class Barrier(Stmt):
     """Every thread of a GPU block waits here until all have arrived, and their writes to
     shared memory before it are visible to all after it."""
@@ -202,6 +215,10 @@ class StmtVisitor:
     def visit_allocate(self, s: Allocate) -> None:
         self.visit(s.body)
 
+    def visit_prefetch(self, s: Prefetch) -> None:
+        for i in s.indices:
+            self.visit_expr(i)
+
     def visit_barrier(self, s: Barrier) -> None:
         pass
 
@@ -245,6 +262,12 @@ class StmtMutator:
 
     def visit_allocate(self, s: Allocate) -> Stmt | None:
         return Allocate(s.buffer, self.visit(s.body))
+
+    def visit_prefetch(self, s: Prefetch) -> Stmt | None:
+        indices = [self.visit_expr(i) for i in s.indices]
+        if all(n is o for n, o in zip(indices, s.indices, strict=True)):
+            return s
+        return Prefetch(s.buffer, indices)
 
     def visit_barrier(self, s: Barrier) -> Stmt | None:
         return s
@@ -310,8 +333,10 @@ class UnrolledSize(StmtVisitor):
 
     visit_vstore = visit_store
 
-    def visit_barrier(self, s: Barrier) -> int:
+    def visit_barrier(self, s: Barrier | Prefetch) -> int:
         return 0
+
+    visit_prefetch = visit_barrier
 
 
 # ---------------------------------------------------------------------------- printing
@@ -369,6 +394,9 @@ class _Printer(StmtVisitor):
         b = s.buffer
         self.line(f"allocate {b.name}: {b.dtype}{list(b.shape)} {b.scope}")
         self.visit(s.body)
+
+    def visit_prefetch(self, s: Prefetch) -> None:
+        self.line(f"prefetch {s.buffer.name}[{', '.join(expr_str(i) for i in s.indices)}]")
 
     def visit_barrier(self, s: Barrier) -> None:
         self.line("barrier")

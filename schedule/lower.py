@@ -20,7 +20,7 @@ from dataclasses import dataclass
 
 from . import arith
 from .expr import Binary, Const, Expr, Load, Var, all_of, substitute, transform, walk
-from .loop_ir import Allocate, Buffer, For, IfThenElse, LoweredFunc, Seq, Stmt, Store, seq
+from .loop_ir import Allocate, Buffer, For, IfThenElse, LoweredFunc, Prefetch, Seq, Stmt, Store, seq
 from .passes import partition_guards, simplify_stmt, unroll_loops
 from .schedule import Schedule, ScheduleError, Split, Stage
 from .tensor import IterVar, Reduce, Tensor
@@ -302,12 +302,14 @@ class _Lowering:
         local = [values[a] for a in st.op.axis]
         body = transform(substitute(self.bodies[st], coords), self._load)
         guards = self._guards(st, values)
+        prefetches = self._prefetches(st, body)
         if isinstance(body, Reduce):
             acc = buf.load(local)
             update: Expr = st.op.body.reducer.combine(acc, body.source)
             store: Stmt = Store(buf, local, update)
             if body.condition is not None:
                 store = IfThenElse(body.condition, store)
+            store = seq(*prefetches, store)
             first = next(i for i, iv in enumerate(leaves) if iv.is_reduce)
             init_leaves = [iv for iv in leaves[first:] if not iv.is_reduce]
             reduce_vars = {iv.var for iv in leaves if iv.is_reduce}
@@ -316,7 +318,50 @@ class _Lowering:
             init = self._wrap(st, init_leaves, init_store, spatial_guards, attach=False)
             return self._wrap(st, leaves, store, guards, attach=True,
                               init=(leaves[first], init))
-        return self._wrap(st, leaves, Store(buf, local, body), guards, attach=True)
+        return self._wrap(st, leaves, seq(*prefetches, Store(buf, local, body)), guards,
+                          attach=True)
+
+    def _prefetches(self, st: Stage, body: Expr) -> list[Stmt]:
+        """The ``prefetch`` hints of a stage: for each read of a prefetched input, the same
+        read ``distance`` iterations later of the loop it looks ahead in."""
+        out: list[Stmt] = []
+        seen: set[tuple] = set()
+        for source, distance in st.prefetches:
+            buf = self.buffers[source]
+            reads = [n for n in walk(body) if isinstance(n, Load) and n.source is buf]
+            if not reads:
+                raise ScheduleError(f"prefetch of {source.name} on stage {st.name}: it reads "
+                                    "nothing of it")
+            loop = self._prefetch_loop(st, reads)
+            if loop is None:  # every run reads the same elements: nothing ahead to fetch
+                continue
+            ahead = {loop: loop + distance}
+            for load in reads:
+                indices = tuple(substitute(i, ahead) for i in load.indices)
+                key = (id(buf), *(i.key() for i in indices))
+                if key not in seen and any(loop in _vars(i) for i in load.indices):
+                    seen.add(key)
+                    out.append(Prefetch(buf, indices))
+        return out
+
+    def _prefetch_loop(self, st: Stage, reads: list[Load]) -> Var | None:
+        """The loop a stage's prefetches look ahead in: the innermost loop around the
+        stage's own nest (outward through the stages it is computed in) that runs more than
+        once and moves one of ``reads``; None where none does (a stage that computes its
+        whole region at every iteration reads the same elements each time)."""
+        if st.attach != "at":
+            raise ScheduleError(f"prefetch on stage {st.name}: it is computed at the root; "
+                                "prefetching looks ahead in the loop a stage is computed at")
+        moved = set().union(*(_vars(i) for load in reads for i in load.indices))
+        cur = st
+        while cur.attach == "at":
+            host = cur.attach_stage
+            enclosing = host.leaf_iter_vars[:host.leaf_iter_vars.index(cur.attach_ivar) + 1]
+            for iv in reversed(enclosing):
+                if self.extents[iv] > 1 and iv.var in moved:
+                    return iv.var
+            cur = host
+        return None
 
     def _wrap(self, st: Stage, leaves: list[IterVar], inner: Stmt, guards: list[Expr],
               attach: bool, init: tuple[IterVar, Stmt] | None = None) -> Stmt:

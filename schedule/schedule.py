@@ -25,6 +25,8 @@ SCOPES = ("global", "local", "shared", "inp", "wgt", "acc")
 """Buffer scopes: memory, a thread's registers, a GPU block's shared memory, and the vta
 accelerator's input, weight and accumulator buffers."""
 PRAGMAS = ("auto_unroll_max_step", "unroll_explicit")
+#: the most iterations ahead a ``prefetch`` may fetch
+MAX_PREFETCH_DISTANCE = 8
 
 
 class ScheduleError(ValueError):
@@ -68,6 +70,8 @@ class Stage:
         self.annotations: dict[IterVar, str] = {}
         self.pragmas: dict[IterVar, dict[str, int]] = {}
         self.tensorized: dict[IterVar, str] = {}
+        #: (input's stage, distance): reads prefetched ahead (``prefetch``)
+        self.prefetches: list[tuple[Stage, int]] = []
         if isinstance(op, ComputeOp):
             self.root_iter_vars = [*op.axis, *op.reduce_axis]
         else:
@@ -293,6 +297,29 @@ class Stage:
         self._record(["tensorize", self.name, iv.name, intrin.name])
 
     # ------------------------------------------------------------------ compute location
+    def prefetch(self, tensor: Tensor | str, distance: int = 1) -> None:
+        """Fetch what this stage reads of the input ``tensor`` ``distance`` iterations
+        ahead of the loop it is computed at (``compute_at``, checked when lowered): each
+        read is preceded by a prefetch of the element the same read touches that many
+        iterations of that loop later (the first loop outward, through the stages it is
+        computed in, that runs more than once and moves the read; where none does, every
+        run reads the same elements and no hint is made). A softmax's exponentials,
+        computed once per row at the row loop, then bring the next row into the L1 cache
+        while the core is busy with this one's."""
+        step = "prefetch"
+        self._check_schedulable(step)
+        source = self.schedule[tensor]
+        if not source.is_placeholder:
+            raise self._fail(step, f"{source.name} is not an input (only inputs, which no "
+                             "stage of this program writes, are prefetched)")
+        if isinstance(distance, bool) or not isinstance(distance, int) or \
+                not 1 <= distance <= MAX_PREFETCH_DISTANCE:
+            raise self._fail(step, f"distance must be an integer in 1..{MAX_PREFETCH_DISTANCE}, "
+                             f"got {distance!r}")
+        self.prefetches = [(t, d) for t, d in self.prefetches if t is not source]
+        self.prefetches.append((source, distance))
+        self._record(["prefetch", self.name, source.name, distance])
+
     def compute_at(self, parent: Stage | Tensor, ref: IterVar | str) -> None:
         target = self.schedule[parent]
         step = "compute_at"
@@ -645,7 +672,7 @@ _STEP_ARITY = {
     "split": 4, "split_nparts": 4, "reorder": 3, "fuse": 3, "parallel": 3, "vectorize": 3,
     "unroll": 3, "bind": 4, "pragma": 5, "storage_align": 5, "tensorize": 4, "compute_at": 4,
     "compute_inline": 2, "compute_root": 2, "cache_read": 4, "cache_write": 3, "rfactor": 4,
-    "set_scope": 3,
+    "set_scope": 3, "prefetch": 4,
 }
 #: steps that may end with one more argument (the cache steps' axis order)
 _OPTIONAL_LAST = {"cache_read", "cache_write"}
@@ -683,6 +710,8 @@ def _apply_step(s: Schedule, step: Sequence[Any]) -> None:
         stage.tensorize(args[0], args[1])
     elif kind == "set_scope":
         stage.set_scope(args[0])
+    elif kind == "prefetch":
+        stage.prefetch(args[0], args[1])
     elif kind == "compute_at":
         stage.compute_at(s[args[0]], args[1])
     elif kind == "compute_inline":

@@ -43,6 +43,7 @@ from .loop_ir import (
     Buffer,
     For,
     IfThenElse,
+    Prefetch,
     Seq,
     Stmt,
     StmtMutator,
@@ -222,6 +223,9 @@ class _Flatten(StmtMutator):
         idx = flat_index(s.buffer, s.indices)
         return Store(s.buffer, (idx,), _flatten_expr(s.value))
 
+    def visit_prefetch(self, s: Prefetch) -> Stmt:
+        return Prefetch(s.buffer, (flat_index(s.buffer, s.indices),))
+
 
 # ---------------------------------------------------------------------------- vectorize
 
@@ -350,6 +354,13 @@ class _VectorStmt(StmtMutator):
         cond = arith.simplify(substitute(s.cond, {var: Const(self.start, var.dtype)}))
         return IfThenElse(cond, self.visit(s.then_body),
                           None if s.else_body is None else self.visit(s.else_body))
+
+    def visit_prefetch(self, s: Prefetch) -> Stmt:
+        """One hint per vector, at its first lane (a vector of 64 bytes is one cache line,
+        and the next vector's hint fetches the next)."""
+        start = Const(self.start, self.var.dtype)
+        return Prefetch(s.buffer, tuple(arith.simplify(substitute(i, {self.var: start}))
+                                        for i in s.indices))
 
     def visit_store(self, s: Store) -> Stmt:
         var, start, lanes, active = self.var, self.start, self.lanes, self.active

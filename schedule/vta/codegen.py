@@ -34,7 +34,18 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from ..expr import Binary, Cast, Compare, Const, Expr, Load, Logic, Select, Var, free_vars
-from ..loop_ir import Allocate, Buffer, For, IfThenElse, LoweredFunc, Seq, Stmt, Store, walk_stmts
+from ..loop_ir import (
+    Allocate,
+    Buffer,
+    For,
+    IfThenElse,
+    LoweredFunc,
+    Prefetch,
+    Seq,
+    Stmt,
+    Store,
+    walk_stmts,
+)
 from ..lower import lower
 from ..schedule import ScheduleError
 from ..steps import Steps
@@ -716,6 +727,9 @@ def generate(func: LoweredFunc, config: VtaConfig) -> VtaProgram:
     """The accelerator program of a lowered schedule (lower it with ``unroll=False``).
     Raises :class:`VtaCodegenError` (a ``ScheduleError``) for what the accelerator cannot
     run."""
+    if any(isinstance(s, Prefetch) for s in walk_stmts(func.body)):
+        raise VtaCodegenError("vta: prefetch is a CPU schedule primitive (the accelerator "
+                              "loads its tiles by DMA)")
     try:
         return _Codegen(func, config).run()
     except IsaError as err:  # a field out of range: too large a tile or tensor

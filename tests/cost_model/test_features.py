@@ -309,3 +309,20 @@ def test_gpu_programs_show_their_threads_and_shared_memory() -> None:
     A, B, C = matmul(32)
     cpu = extract_features(lower(te.create_schedule(C), [A, B, C], unroll=False))
     assert max(value(r, "prog_shared_bytes") for r in cpu) == 0.0
+
+
+def test_prefetch_hints_are_counted_in_both_lowering_forms() -> None:
+    """A row pass fetching the next row ahead: one hint per element it reads (24 rows of
+    200), the same whether its loop is kept or unrolled; none in a program without."""
+    from tests.schedule.test_prefetch import row_exp
+
+    s, A, mx, E = row_exp()
+    plain = extract_features(lower(s, [A, E], unroll=False))
+    assert all(value(r, "prog_prefetches") == 0 for r in plain)
+    s[mx].prefetch(A, 1)
+    (k,) = s[mx].op.reduce_axis
+    _, ki = s[mx].split(k, factor=8)
+    s[mx].unroll(ki)
+    for unroll in (False, True):
+        rows = extract_features(lower(s, [A, E], unroll=unroll))
+        assert all(value(r, "prog_prefetches") == pytest.approx(24 * 200) for r in rows)

@@ -388,6 +388,35 @@ def test_row_reductions_factor_per_row_and_fuse_into_the_output_row_loop():
     np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-7)
 
 
+def test_a_row_pass_may_prefetch_the_next_row_a_tiled_stage_never_does():
+    """The exponentials computed at the softmax's row loop may fetch the next row of the
+    input ahead (a decision); the matmul's tiles, whose operands are reused from cache,
+    are offered no prefetching."""
+    wl = Workload.op("softmax", M=48, N=256)
+    task = SearchTask(wl, "cpu")
+    sketch = next(s for s in generate_sketches(task) if str(s).count("per row") == 2)
+    fused = {"location:T_softmax_exp": 0, "location:T_softmax_expsum": 0,
+             "location:T_softmax_maxelem": 0, "prefetch:T_softmax_exp": 1}
+    space: dict = {}
+    s, args = instantiate(task, sketch, sampler(dict(fused), space, random.Random(0)))
+    assert space["prefetch:T_softmax_exp"].choices == (0, 1)
+    assert ["prefetch", "T_softmax_exp", "data", 1] in s.steps
+    mod = build(s, args)
+    assert "__builtin_prefetch(&data[" in mod.source
+    inputs = wl.random_inputs(seed=2)
+    (expected,) = wl.reference(inputs)
+    out = np.zeros_like(expected)
+    mod(*inputs, out)
+    np.testing.assert_allclose(out, expected, rtol=1e-5, atol=1e-7)
+    plain = {**fused, "prefetch:T_softmax_exp": 0, "prefetch:T_softmax_maxelem.rf": 0}
+    without, _ = instantiate(task, sketch, sampler(plain, {}, random.Random(0)))
+    assert not any(step[0] == "prefetch" for step in without.steps)
+
+    matmul = SearchTask(Workload.op("matmul", M=64, N=96, K=32), "cpu")
+    for sketch in generate_sketches(matmul):
+        assert not any(name.startswith("prefetch:") for name in decision_space(matmul, sketch))
+
+
 def test_a_column_reduction_is_not_factored_per_row():
     x = te.placeholder((256, 64), "float32", name="x")
     k = te.reduce_axis((0, 256), name="k")
