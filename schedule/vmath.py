@@ -11,7 +11,9 @@ largest error in units in the last place against a float64 reference over every 
 input (``bench/vmath_accuracy.py`` checks all 2^32; the tests check a dense sample of the
 whole range, infinities, NaN and denormals):
 
-- exp: x = n ln2 + r, |r| <= ln2/2, degree-6 polynomial, scaled by 2^n in two steps so
+- exp: x = n ln2 + r, |r| <= ln2/2, degree-6 polynomial in Horner's form (one operation
+  fewer than 1 + (r + r^2 P(r)): exp 4%, sigmoid 7% faster on Zen 4's AVX-512; exp's
+  worst error 1.08 -> 0.96 ulps, tanh's 1.34 -> 1.37), scaled by 2^n in two steps so
   results in the denormal range round once (on 16 lanes of AVX-512 by one ``vscalefps``,
   which rounds the same); overflow gives inf, underflow 0. A vector whose lanes all have
   normal results (x in [-86.5, 88.3]: every lane of a softmax, GELU or erf) is scaled by
@@ -38,7 +40,7 @@ FUNCTIONS = ("exp", "log", "tanh", "erf", "sigmoid")
 
 #: largest error in ulps over every float32 input with a finite result, measured
 #: exhaustively by ``bench/vmath_accuracy.py`` (0.5 would be correct rounding)
-ULP_BOUNDS = {"exp": 1.08, "log": 0.96, "tanh": 1.34, "erf": 1.15, "sigmoid": 2.41}
+ULP_BOUNDS = {"exp": 0.96, "log": 0.96, "tanh": 1.38, "erf": 1.15, "sigmoid": 2.41}
 
 _EXP = (0.5, 0.166665778, 0.0416668542, 0.00836314075, 0.00139012688)
 _LOG = (0.333333313, -0.25000304, 0.200011998, -0.166415796, 0.142099753, -0.129893392,
@@ -93,7 +95,7 @@ _EXP_REDUCTION = """\
   {I} k = ({I})t - 0x4B400000;
   {V} r = x - n * 0.693145752f;
   r = r - n * 1.42860677e-06f;
-  {V} p = 1.0f + (r + r * r * """ + _horner("r", _EXP) + """);"""
+  {V} p = """ + _horner("r", (1.0, 1.0, *_EXP)) + """;"""
 
 #: exp of any input: clamped to where the result is 0 or inf (NaN stays NaN), scaled by
 #: 2^n in two steps
