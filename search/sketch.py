@@ -494,12 +494,17 @@ def _parallel(task: SearchTask, s: te.Schedule, stage: te.Stage, decide: Decide)
 
 
 def _prefetch(s: te.Schedule, stage: te.Stage, decide: Decide) -> None:
-    """A pass computed once per row at a row loop (a softmax's exponentials, a norm's
-    partial sums) may prefetch the next row of the inputs it reads while it computes this
-    one (``Stage.prefetch``): whether is a decision. A fused softmax whose exponentials did
-    ran 1.10x faster (Zen 4): the next row came from L2 while the core computed
-    exponentials. Only where neither the stage's consumers nor the stages it is computed in
-    are tiled: a tile's operands are reused from cache, and packed where that pays."""
+    """A pass with vector math computed once per row at a row loop (a softmax's
+    exponentials) may prefetch the next row of the inputs it reads while it computes this
+    one (``Stage.prefetch``): whether is a decision. In a fused softmax 128x3072 (Zen 4) the
+    exponentials' pass ran 1.10x faster so, the next row arriving from L2 while the core
+    computed exponentials; the row maximum's pass, which only streams, ran 1.03x slower
+    fetching ahead (offered both, a 256-trial tune took both: 1.02x). Only where neither
+    the stage's consumers nor the stages it is computed in are tiled: a tile's operands are
+    reused from cache, and packed where that pays."""
+    if not any(isinstance(node, expr.Call) and node.name in analysis.EXPENSIVE_CALLS
+               for node in expr.walk(stage.op.body)):
+        return
     if stage.attach != "at" or any(map(analysis.needs_multi_level_tiling, s.consumers(stage))):
         return
     host = stage
