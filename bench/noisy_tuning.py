@@ -1,9 +1,10 @@
-"""Tuning on a busy machine: the same workload tuned from an empty database five times —
-on a quiet machine; with a busy loop pinned to one core throughout; with a busy loop on
-one core for 2 s of every 4 (the intermittent load of a shared machine) — the last two
-each with the interference checks on (the default) and off (every figure taken and learnt
-from as measured, as before them) — then each run's best program re-timed here on the
-quiet machine, in interleaved rounds.
+"""Tuning on a busy machine: the same workload tuned from an empty database seven times —
+on a quiet machine; with a busy loop pinned to one core throughout; with one pinned to
+each of cores 0 and 1 throughout; with a busy loop on one core for 2 s of every 4 (the
+intermittent load of a shared machine) — the last three each with the interference checks
+on (the default) and off (every figure taken and learnt from as measured, as before them)
+— then each run's best program re-timed here on the quiet machine, in interleaved rounds.
+"alone": the figures taken from short repeats that ran with nothing else on the cores.
 
     .venv/bin/python bench/noisy_tuning.py [--trials 128] [--rounds 5]
 
@@ -62,6 +63,8 @@ def main() -> int:
     runs = {"quiet": (None, TUNING_MEASURE),
             "busy core, checks on": ("busy", TUNING_MEASURE),
             "busy core, checks off": ("busy", unchecked),
+            "both cores busy, checks on": ("busy both", TUNING_MEASURE),
+            "both cores busy, checks off": ("busy both", unchecked),
             "2s of 4 busy, checks on": ("intermittent", TUNING_MEASURE),
             "2s of 4 busy, checks off": ("intermittent", unchecked)}
     print(f"{workload!r}: {args.trials} trials per run, seed 0")
@@ -69,12 +72,13 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for n, (name, (load, settings)) in enumerate(runs.items()):
             db = f"sqlite:///{Path(tmp) / f'{n}.db'}"
-            loop = load_on_core(load, 0) if load else None
+            loops = [] if load is None else [load_on_core("busy", 0), load_on_core("busy", 1)] \
+                if load == "busy both" else [load_on_core(load, 0)]
             start = time.perf_counter()
             try:
                 result = tune([workload], "cpu", args.trials, db=db, measure=settings, seed=0)
             finally:
-                if loop is not None:
+                for loop in loops:
                     loop.kill()
                     loop.wait()
             task = result.task(workload)
@@ -91,12 +95,14 @@ def main() -> int:
                 np.testing.assert_allclose(out, want, rtol=1e-3, atol=1e-3)
                 quiet[i].append(min(module.time(*inputs, out, repeat=3, min_repeat_ms=50)))
     retimed = [statistics.median(q) for q in quiet]
-    print(f"{'run':26} {'reported':>10} {'confirmed':>9} {'re-timed':>10} "
-          f"{'reported/re-timed':>17} {'vs quiet best':>13} {'disturbed':>9} {'tune s':>7}")
+    print(f"{'run':28} {'reported':>10} {'confirmed':>9} {'re-timed':>10} "
+          f"{'reported/re-timed':>17} {'vs quiet best':>13} {'disturbed':>9} "
+          f"{'alone':>6} {'tune s':>7}")
     for (name, task, seconds), again in zip(rows, retimed, strict=True):
-        print(f"{name:26} {task.best_cost * 1e3:8.3f}ms {task.confirmed!s:>9} "
+        print(f"{name:28} {task.best_cost * 1e3:8.3f}ms {task.confirmed!s:>9} "
               f"{again * 1e3:8.3f}ms {task.best_cost / again:17.2f} "
-              f"{again / retimed[0]:13.2f} {task.disturbed:9d} {seconds:7.0f}")
+              f"{again / retimed[0]:13.2f} {task.disturbed:9d} {task.unpreempted:6d} "
+              f"{seconds:7.0f}")
         if task.unconfirmed:
             print(f"{'':26} not confirmed: {task.unconfirmed}")
     return 0

@@ -91,7 +91,10 @@ _PRELUDE = """\
 # lasts at least `min_repeat_ms`. results[r] is the mean seconds per call of repeat r.
 # `number` is predicted rather than doubled: from the warm-up call (rounded down, as a
 # cold call is slower) and from each too-short repeat (with a 20% margin), so a 5 ms kernel
-# spends about one short repeat calibrating instead of four.
+# spends about one short repeat calibrating instead of four. A repeat ends once it has
+# lasted 4x `min_repeat_ms` (checked every 8 calls), whatever `number` said: when other
+# work takes a core after the warm-up, each call can run 70x slower (a softmax of 55 us,
+# 4 ms, beside a busy loop), and 3 repeats of 100 ms planned from the warm-up took 20 s.
 _TIMER = """\
 static double tt_now(void) {
   struct timespec t;
@@ -121,10 +124,14 @@ int32_t %(name)s_time(%(params)s, int32_t number, int32_t repeat, int32_t min_re
         for (int64_t i = 0; i < flush_bytes; i += 64) scratch[i] = (char)(i + r);
       }
       double start = tt_now();
-      for (int32_t n = 0; n < number; ++n) code |= %(name)s(%(args)s);
+      int32_t done = 0;
+      while (done < number) {
+        code |= %(name)s(%(args)s);
+        if ((++done & 7) == 0 && want > 0.0 && tt_now() - start > 4.0 * want) break;
+      }
       double elapsed = tt_now() - start;
-      if (elapsed * 1000.0 >= (double)min_repeat_ms || number >= (1 << 30)) {
-        results[r] = elapsed / (double)number;
+      if (elapsed * 1000.0 >= (double)min_repeat_ms || done >= (1 << 30)) {
+        results[r] = elapsed / (double)done;
         break;
       }
       double grow = elapsed > 0.0 ? 1.2 * want / elapsed : 1024.0;

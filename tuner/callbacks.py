@@ -71,7 +71,7 @@ class ReportProgress(MeasureCallback):
             facts = simulated_facts(result.provenance.settings)
             job.tasks[trial.task].observe(trial.candidate.steps, result.median_cost,
                                           result.error_kind.value, result.noise,
-                                          result.disturbed, facts)
+                                          result.disturbed, facts, result.unpreempted > 0)
             job.save_progress()
 
     def on_batch(self, job: JobRunner, trials: Sequence[Trial],

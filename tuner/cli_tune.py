@@ -138,6 +138,9 @@ def format_summary(summary: dict[str, Any]) -> str:
             lines.append(f"    the machine was busy: {task['disturbed']} of {task['trials']} "
                          "figures stayed disturbed after re-measuring (slowdown up to "
                          f"{task['max_noise']:.2f}x); the search did not learn from them")
+        if task.get("unpreempted"):
+            lines.append(f"    the machine was busy: {task['unpreempted']} figures are of the "
+                         "short repeats that ran with nothing else on the cores")
         if task.get("unconfirmed"):
             lines.append(f"    not confirmed: {task['unconfirmed']}")
         if task["errors"]:

@@ -54,6 +54,8 @@ class TaskProgress:
     curve: list[tuple[int, float]] = field(default_factory=list)  # (trials, best latency)
     error: str = ""
     disturbed: int = 0  # figures the machine's other work slowed, even re-measured
+    #: figures of a busy machine taken from the short repeats that ran alone
+    unpreempted: int = 0
     max_noise: float = 1.0  # the worst slowdown the interference checks saw
     unconfirmed: str = ""  # why the final re-measurement did not confirm the best
     expected_gain_s: float | None = None  # the scheduler's estimate of a round's gain
@@ -67,12 +69,14 @@ class TaskProgress:
 
     def observe(self, steps: Steps, cost: float | None, error_kind: str,
                 noise: float = 1.0, disturbed: bool = False,
-                facts: dict[str, Any] | None = None) -> None:
+                facts: dict[str, Any] | None = None, unpreempted: bool = False) -> None:
         """Count one measured candidate (``cost`` None when it failed; ``facts``: a
-        simulated device's figures of it)."""
+        simulated device's figures of it; ``unpreempted``: its figure is of the short
+        repeats that ran alone on a busy machine)."""
         self.trials += 1
         self.errors[error_kind] += 1
         self.disturbed += disturbed
+        self.unpreempted += unpreempted
         self.max_noise = max(self.max_noise, noise)
         if cost is not None and cost < self.best_cost:
             self.best_cost, self.best_steps, self.confirmed = cost, steps, False
@@ -104,6 +108,7 @@ class TaskProgress:
             "best_gflops": self.gflops(), "confirmed": self.confirmed,
             "curve": [[t, c if math.isfinite(c) else None] for t, c in self.curve],
             "error": self.error, "disturbed": self.disturbed, "max_noise": self.max_noise,
+            "unpreempted": self.unpreempted,
             "unconfirmed": self.unconfirmed,
             "expected_gain_s": self.expected_gain_s
             if self.expected_gain_s is not None and math.isfinite(self.expected_gain_s)

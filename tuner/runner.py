@@ -193,7 +193,8 @@ class JobRunner:
             seen.add(steps.key)
             task.observe(steps, record.median_cost, record.error_kind,
                          record.measure.get("noise", 1.0), is_disturbed(record),
-                         simulated_facts(record.measure))
+                         simulated_facts(record.measure),
+                         bool(record.measure.get("unpreempted")))
         if own:
             task.state = "tuning"
             task.curve.append((task.trials, task.best_cost))

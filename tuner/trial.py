@@ -58,6 +58,8 @@ class Trial:
             measure["noise"] = result.noise
             if result.disturbed:
                 measure["disturbed"] = True
+            if result.unpreempted:  # short repeats of a busy machine, not the settings'
+                measure["unpreempted"] = result.unpreempted
         return Record(
             workload_key=self.workload.key,
             workload=self.workload.to_json(),

@@ -7,6 +7,10 @@ started, optionally runs the kernel once for the correctness check, then calls t
 kernel's ``<entry>_time`` function (TVM's time evaluator: warm-up call, ``repeat`` timings
 of ``number`` calls lasting at least ``min_repeat_ms``, optional cache flush).
 
+Other work on the machine is watched (``workers.interference``): a disturbed timing is
+taken again, and where the machine stays busy, as short repeats of which those that ran
+alone on the cores make the figure.
+
 The reference outputs are computed in a sandbox of their own (``workers.reference``); the
 runner process only compares bytes. A workload whose reference fails gets results marked
 ``workload_error`` (the tuner rejects it).
@@ -44,7 +48,7 @@ from schedule import (
 
 from .baselines import BASELINES, peak_source
 from .device import BuildResult, Device, register_device
-from .interference import Window, noise
+from .interference import Window, noise, run_delay
 from .measure import ErrorKind, MeasureInput, MeasureResult, MeasureSettings, Provenance
 from .reference import (
     REFERENCE_JOB,
@@ -73,9 +77,18 @@ def compiler_version(cc: str) -> str:
     return out.stdout.splitlines()[0].strip() if out.stdout else cc
 
 
+#: Timing on a machine that stays busy: this many short repeats (each the calls that last
+#: ``SHORT_REPEAT_MS``), of which those during which the kernel's threads waited for a
+#: core at most ``MAX_WAIT`` of the repeat's time are unpreempted; the figure is those
+#: within ``CLUSTER`` of the fastest of them, when there are at least ``MIN_UNPREEMPTED``
+#: (a repeat can run unpreempted and still slow: the other work had evicted its data).
+SHORT_REPEATS, SHORT_REPEAT_MS, MAX_WAIT, CLUSTER, MIN_UNPREEMPTED = 40, 1, 0.01, 1.1, 5
+
+
 def time_kernel(started: Callable[[], None], job: dict[str, Any]) -> tuple[Any, list[bytes]]:
     """Sandbox job: load a kernel, time it, and say how much CPU other work used meanwhile
-    (``interference``); with ``check`` also return its outputs."""
+    (``interference``); with ``check`` also return its outputs. With ``short_repeats``,
+    time that many short repeats instead, and say of each whether it ran unpreempted."""
     signature = KernelSignature.from_json(job["signature"])
     mod = load_module(job["library"], signature)
     arrays = kernel_arrays(signature, job["workload"], job["seed"])
@@ -85,9 +98,24 @@ def time_kernel(started: Callable[[], None], job: dict[str, Any]) -> tuple[Any, 
         mod(*arrays)
         outputs = output_bytes(arrays, signature)
     window = Window.start()
+    if job.get("short_repeats"):
+        costs, waits = [], []
+        for _ in range(job["short_repeats"]):
+            waited, start = run_delay(), time.perf_counter()
+            costs += mod.time(*arrays, number=1, repeat=1, min_repeat_ms=SHORT_REPEAT_MS,
+                              flush_bytes=job["flush_bytes"])
+            now = run_delay()
+            if waited is None or now is None:
+                return {"costs": costs, "waits": None, "stolen": None}, outputs
+            waits.append((now - waited) / (time.perf_counter() - start))
+        return {"costs": costs, "waits": waits, "stolen": window.stolen_load()}, outputs
+    waited, start = run_delay(), time.perf_counter()
     costs = mod.time(*arrays, number=job["number"], repeat=job["repeat"],
                      min_repeat_ms=job["min_repeat_ms"], flush_bytes=job["flush_bytes"])
-    return {"costs": costs, "load": window.other_load()}, outputs
+    now = run_delay()
+    share = None if waited is None or now is None else \
+        (now - waited) / (time.perf_counter() - start)
+    return {"costs": costs, "load": window.other_load(), "waited": share}, outputs
 
 
 @register_device
@@ -207,7 +235,14 @@ class CpuDevice(Device):
                "min_repeat_ms": settings.min_repeat_ms, "flush_bytes": settings.flush_bytes}
         try:
             quietest: tuple[float, list[float]] | None = None
+            unpreempted, short = 0, False
             for _ in range(1 + settings.remeasure):
+                if short:  # the machine stays busy: its short repeats that ran alone
+                    clean = self._time_unpreempted(job, settings)
+                    if clean is not None and noise(clean, None) <= settings.noise_tolerance:
+                        quietest, unpreempted = (noise(clean, None), clean), len(clean)
+                        break
+                    continue
                 outcome = self._sandbox.call("workers.cpu:time_kernel", job,
                                              start_timeout=settings.load_timeout,
                                              timeout=settings.run_timeout)
@@ -230,6 +265,7 @@ class CpuDevice(Device):
                     quietest = (slowdown, costs)
                 if slowdown <= settings.noise_tolerance:
                     break
+                short = self._short_repeats_fit(costs, inp, settings)
         except SandboxError as err:
             return result(ErrorKind.DEVICE_LOST, f"{self.id}: {err}")
         finally:
@@ -239,7 +275,8 @@ class CpuDevice(Device):
         if quietest is not None:  # (a re-measurement that failed leaves the first figure)
             slowdown, costs = quietest
             return replace(result(ErrorKind.NONE, costs=costs), noise=round(slowdown, 3),
-                           disturbed=slowdown > settings.noise_tolerance)
+                           disturbed=slowdown > settings.noise_tolerance,
+                           unpreempted=unpreempted)
         if outcome.status == "start_timeout":
             return result(ErrorKind.RUN_TIMEOUT, f"loading the kernel {outcome.message}")
         if outcome.status == "timeout":
@@ -307,17 +344,59 @@ class CpuDevice(Device):
 
     @staticmethod
     def _timing(value: Any, settings: MeasureSettings) -> tuple[list[float] | None, float | None]:
-        """The costs and the other work's load a timing job answered (costs None if
-        malformed)."""
+        """The costs a timing job answered (None if malformed) and the slowdown other work
+        may have caused: the cores' worth of CPU it used, or the share of the time the
+        kernel's threads waited for a core, whichever is more (None if unknown)."""
         if not isinstance(value, dict):
             return None, None
-        costs, load = value.get("costs"), value.get("load")
+        costs = value.get("costs")
         if not (isinstance(costs, list) and len(costs) == settings.repeat and all(
                 isinstance(c, float) and 0 <= c < float("inf") for c in costs)):
             return None, None
-        if not (isinstance(load, float) and 0 <= load < float("inf")):
-            load = None
-        return costs, load
+        known = [x for x in (value.get("load"), value.get("waited"))
+                 if isinstance(x, float) and 0 <= x < float("inf")]
+        return costs, max(known, default=None)
+
+    def _short_repeats_fit(self, costs: list[float], inp: MeasureInput,
+                           settings: MeasureSettings) -> bool:
+        """Whether short repeats can tell a quiet figure on a busy machine: the kernel runs
+        a parallel loop on every core of the machine (so while none of its threads lost its
+        core, nothing else ran), and the repeats fit in half the run timeout (each a
+        warm-up call and a timed one)."""
+        per_repeat = 2 * max(min(costs), SHORT_REPEAT_MS / 1e3)
+        return (inp.target.cores >= self.target.cores
+                and any(step[0] == "parallel" for step in inp.steps)
+                and SHORT_REPEATS * per_repeat <= settings.run_timeout / 2)
+
+    def _time_unpreempted(self, job: dict[str, Any],
+                          settings: MeasureSettings) -> list[float] | None:
+        """The costs of the short repeats that ran unpreempted (``_unpreempted``), or None."""
+        outcome = self._sandbox.call("workers.cpu:time_kernel",
+                                     {**job, "short_repeats": SHORT_REPEATS},
+                                     start_timeout=settings.load_timeout,
+                                     timeout=settings.run_timeout)
+        return self._unpreempted(outcome.value) if outcome.status == "ok" else None
+
+    @staticmethod
+    def _unpreempted(value: Any) -> list[float] | None:
+        """The figure of the short repeats (``time_kernel`` with ``short_repeats``): those
+        that ran unpreempted and within ``CLUSTER`` of the fastest of them, where there are
+        at least ``MIN_UNPREEMPTED`` and the hypervisor stole nothing meanwhile; None
+        otherwise (or if the answer is malformed)."""
+        if not isinstance(value, dict):
+            return None
+        costs, waits, stolen = value.get("costs"), value.get("waits"), value.get("stolen")
+        if not (isinstance(costs, list) and isinstance(waits, list)
+                and len(costs) == len(waits) == SHORT_REPEATS
+                and all(isinstance(c, float) and 0 < c < float("inf") for c in costs)
+                and all(isinstance(w, float) for w in waits)):
+            return None
+        if not (isinstance(stolen, float) and stolen == 0.0):
+            return None
+        alone = [c for c, w in zip(costs, waits, strict=True) if w <= MAX_WAIT]
+        fastest = min(alone, default=0.0)
+        cluster = [c for c in alone if c <= CLUSTER * fastest]
+        return cluster if len(cluster) >= MIN_UNPREEMPTED else None
 
     def close(self) -> None:
         self._sandbox.close()

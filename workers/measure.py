@@ -243,7 +243,10 @@ class MeasureResult:
     the workload's, not the candidate's (its reference outputs cannot be computed), so no
     candidate of it can succeed. ``noise``: the worst slowdown the device's interference
     checks saw while timing it (1.0: quiet, or a device without checks); ``disturbed``:
-    above the settings' tolerance even after re-measuring."""
+    above the settings' tolerance even after re-measuring. ``unpreempted``: other work kept
+    the machine busy, and the costs are the short repeats (this many) during which no
+    thread of the kernel lost its core (``workers.interference``); 0: the settings'
+    repeats."""
 
     costs: list[float]
     error_kind: ErrorKind
@@ -256,6 +259,7 @@ class MeasureResult:
     workload_error: bool = False
     noise: float = 1.0
     disturbed: bool = False
+    unpreempted: int = 0
 
     def __post_init__(self) -> None:
         self.error_kind = ErrorKind(self.error_kind)
@@ -279,13 +283,14 @@ class MeasureResult:
                 "error_msg": self.error_msg, "build_s": self.build_s, "run_s": self.run_s,
                 "device": self.device, "timestamp": self.timestamp,
                 "provenance": self.provenance.to_json(), "workload_error": self.workload_error,
-                "noise": self.noise, "disturbed": self.disturbed}
+                "noise": self.noise, "disturbed": self.disturbed,
+                "unpreempted": self.unpreempted}
 
     @classmethod
     def from_json(cls, doc: Any) -> MeasureResult:
         _fields(doc, "measure result", {"costs", "error_kind"},
                 {"error_msg", "build_s", "run_s", "device", "timestamp", "provenance",
-                 "workload_error", "noise", "disturbed"})
+                 "workload_error", "noise", "disturbed", "unpreempted"})
         kinds = [k.value for k in ErrorKind]
         if doc["error_kind"] not in kinds:
             raise ValueError(f"measure result: unknown error_kind {doc['error_kind']!r}; "
@@ -300,7 +305,15 @@ class MeasureResult:
                    timestamp=float(doc.get("timestamp", 0.0)),
                    provenance=Provenance.from_json(doc.get("provenance", {})),
                    workload_error=doc.get("workload_error") is True,
-                   noise=_noise(doc.get("noise", 1.0)), disturbed=doc.get("disturbed") is True)
+                   noise=_noise(doc.get("noise", 1.0)), disturbed=doc.get("disturbed") is True,
+                   unpreempted=_count(doc.get("unpreempted", 0)))
+
+
+def _count(value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+        raise ValueError(f"measure result: 'unpreempted' must be a non-negative integer, "
+                         f"got {value!r}")
+    return value
 
 
 def _noise(value: Any) -> float:

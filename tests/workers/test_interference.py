@@ -80,3 +80,133 @@ def test_a_busy_process_makes_the_figure_disturbed_after_re_measuring() -> None:
         device.close()
     assert result.ok and result.disturbed and result.noise > settings.noise_tolerance
     assert calls.count("workers.cpu:time_kernel") == 3  # measured, then twice again
+
+
+@pytest.mark.skipif(not Path("/proc/self/schedstat").exists(), reason="needs schedstat")
+def test_run_delay_counts_the_time_a_thread_waited_for_its_core() -> None:
+    """This process and a busy child pinned to one core: the kernel makes this thread wait
+    while the child runs, and says so."""
+    core = min(os.sched_getaffinity(0))
+    mine = os.sched_getaffinity(0)
+    busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
+    try:
+        os.sched_setaffinity(busy.pid, {core})
+        os.sched_setaffinity(0, {core})
+        before = interference.run_delay()
+        end = time.perf_counter() + 0.3
+        while time.perf_counter() < end:
+            pass
+        waited = interference.run_delay() - before
+    finally:
+        os.sched_setaffinity(0, mine)
+        busy.kill()
+        busy.wait()
+    assert waited > 0.03  # about half of the 0.3 s: the child's share of the core
+
+
+def _short_answer(clean: list[float], waiting: int, stolen: float | None = 0.0) -> dict:
+    from workers.cpu import SHORT_REPEATS
+
+    rest = SHORT_REPEATS - len(clean)
+    assert rest >= waiting
+    costs = clean + [9.0] * waiting + [2.0] * (rest - waiting)
+    waits = [0.0] * len(clean) + [0.5] * waiting + [0.0] * (rest - waiting)
+    return {"costs": costs, "waits": waits, "stolen": stolen}
+
+
+def test_the_short_repeats_figure_is_those_that_ran_alone_near_the_fastest() -> None:
+    from workers.cpu import MIN_UNPREEMPTED
+
+    unpreempted = CpuDevice._unpreempted
+    # 6 ran alone at ~1.0; 30 waited for a core; 4 ran alone but slow (evicted data)
+    answer = _short_answer([1.0, 1.05, 1.02, 1.0, 1.08, 1.01], waiting=30)
+    assert unpreempted(answer) == [1.0, 1.05, 1.02, 1.0, 1.08, 1.01]
+    too_few = _short_answer([1.0] * (MIN_UNPREEMPTED - 1), waiting=30)
+    assert unpreempted(too_few) is None
+    assert unpreempted({**answer, "stolen": 0.2}) is None  # the hypervisor took time
+    assert unpreempted({**answer, "stolen": None}) is None  # unknown: not trusted
+    assert unpreempted({**answer, "waits": None}) is None  # no schedstat
+    assert unpreempted({**answer, "costs": answer["costs"][:-1]}) is None  # malformed
+    assert unpreempted("not a dict") is None
+
+
+def _parallel_matmul() -> MeasureInput:
+    import random
+
+    from search import SearchTask, generate_sketches, instantiate, sampler
+
+    workload = Workload.op("matmul", M=64, N=64, K=64)
+    task = SearchTask(workload, "cpu")
+    s, _ = instantiate(task, generate_sketches(task)[0],
+                       sampler({"parallel:T_matmul": 1}, {}, random.Random(0)))
+    assert any(step[0] == "parallel" for step in s.steps)
+    return MeasureInput(workload, task.target, Steps.of(s.steps)).parsed()
+
+
+def test_a_machine_that_stays_busy_is_timed_in_short_repeats_that_ran_alone() -> None:
+    """The first timing says other work ran (load 1.0): the device times short repeats,
+    and those that ran alone near the fastest make the figure; where too few did, it
+    tries again, then keeps the figure disturbed."""
+    from workers.sandbox import Outcome
+
+    device = CpuDevice()
+    inp = _parallel_matmul()
+    build = CpuDevice.build(inp, 60.0)
+    settings = MeasureSettings(repeat=3, min_repeat_ms=1, remeasure=2)
+    real = device._sandbox.call
+    answers: list[dict] = []
+    calls: list[str] = []
+
+    def call(name, job, **kwargs):
+        outcome = real(name, job, **kwargs)  # the real kernel runs (and is checked)
+        if name != "workers.cpu:time_kernel":
+            return outcome
+        calls.append("short" if job.get("short_repeats") else "standard")
+        value = answers.pop(0) if job.get("short_repeats") else {
+            "costs": outcome.value["costs"], "load": 1.0}
+        return Outcome("ok", value, outcome.blobs)
+
+    device._sandbox.call = call
+    try:
+        answers[:] = [_short_answer([1e-4, 1.01e-4, 1e-4, 1.02e-4, 1e-4], waiting=20)]
+        result = device.run(build, inp, settings)
+        assert calls == ["standard", "short"]
+        assert result.ok and not result.disturbed and result.unpreempted == 5
+        assert result.costs == [1e-4, 1.01e-4, 1e-4, 1.02e-4, 1e-4]
+
+        calls.clear()
+        answers[:] = [_short_answer([1e-4] * 2, waiting=30)] * 2
+        result = device.run(build, inp, settings)
+        assert calls == ["standard", "short", "short"]
+        assert result.ok and result.disturbed and result.unpreempted == 0
+    finally:
+        device.close()
+
+
+def test_a_repeat_ends_once_it_has_lasted_four_times_its_minimum() -> None:
+    """A million calls asked for, 10 ms a repeat: the repeat ends after about 40 ms, not
+    after the million calls (seconds), as a machine slowed after the warm-up would hold
+    it."""
+    import numpy as np
+
+    from schedule import build, te
+
+    A = te.placeholder((256, 256), name="A")
+    B = te.compute((256, 256), lambda i, j: A[i, j] * 2.0 + 1.0, name="B")
+    mod = build(te.create_schedule(B), [A, B])
+    a, b = np.ones((256, 256), "float32"), np.zeros((256, 256), "float32")
+    start = time.perf_counter()
+    (per_call,) = mod.time(a, b, number=10**6, repeat=1, min_repeat_ms=10)
+    assert time.perf_counter() - start < 0.5 * 10**6 * per_call
+
+
+def test_a_timing_is_as_disturbed_as_the_other_load_or_its_threads_waiting_for_cores() -> None:
+    """Threads crammed onto one core beside other work wait for it while the load the
+    machine reports stays low: the larger of the two is the timing's slowdown."""
+    settings = MeasureSettings(repeat=2)
+    assert CpuDevice._timing({"costs": [1.0, 1.1], "load": 0.1, "waited": 0.6},
+                             settings) == ([1.0, 1.1], 0.6)
+    assert CpuDevice._timing({"costs": [1.0, 1.1], "load": 0.4, "waited": None},
+                             settings) == ([1.0, 1.1], 0.4)
+    assert CpuDevice._timing({"costs": [1.0, 1.1]}, settings) == ([1.0, 1.1], None)
+    assert CpuDevice._timing({"costs": [1.0]}, settings) == (None, None)  # not 2 repeats
