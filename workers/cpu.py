@@ -87,8 +87,9 @@ SHORT_REPEATS, SHORT_REPEAT_MS, MAX_WAIT, CLUSTER, MIN_UNPREEMPTED = 40, 1, 0.01
 
 def time_kernel(started: Callable[[], None], job: dict[str, Any]) -> tuple[Any, list[bytes]]:
     """Sandbox job: load a kernel, time it, and say how much CPU other work used meanwhile
+    and what share of the time the kernel's threads waited for a core
     (``interference``); with ``check`` also return its outputs. With ``short_repeats``,
-    time that many short repeats instead, and say of each whether it ran unpreempted."""
+    time that many short repeats instead, and give each one's share of waiting."""
     signature = KernelSignature.from_json(job["signature"])
     mod = load_module(job["library"], signature)
     arrays = kernel_arrays(signature, job["workload"], job["seed"])

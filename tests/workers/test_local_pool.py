@@ -94,7 +94,9 @@ def test_good_candidates_are_timed_and_carry_provenance(batch) -> None:
     for (_, kind, _), result in zip(BATCH, results, strict=True):
         if kind is not ErrorKind.NONE:
             continue
-        assert len(result.costs) == SETTINGS.repeat
+        # On a busy machine the figure is the short repeats that ran alone instead.
+        expected = result.unpreempted or SETTINGS.repeat
+        assert len(result.costs) == expected, result
         assert all(0 < c < 0.1 for c in result.costs)
         prov = result.provenance
         assert prov.host and prov.device_model and prov.compiler.startswith(("gcc", "cc"))
