@@ -6,7 +6,7 @@ on (the default) and off (every figure taken and learnt from as measured, as bef
 — then each run's best program re-timed here on the quiet machine, in interleaved rounds.
 "alone": the figures taken from short repeats that ran with nothing else on the cores.
 
-    .venv/bin/python bench/noisy_tuning.py [--trials 128] [--rounds 5]
+    .venv/bin/python bench/noisy_tuning.py [--trials 128] [--rounds 5] [--only RUN ...]
 
 It prints, per run, the best latency the tuner reported (and whether it called it
 confirmed), the same program re-timed quietly, and that against the quiet run's best. The
@@ -52,6 +52,10 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--trials", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--only", action="append", default=[],
+                        help="a run to make (repeatable; default: all seven), e.g. "
+                        "--only quiet --only 'busy core, checks on'; the first run made is "
+                        "the one the others are compared with")
     args = parser.parse_args()
 
     from schedule import Workload
@@ -67,6 +71,10 @@ def main() -> int:
             "both cores busy, checks off": ("busy both", unchecked),
             "2s of 4 busy, checks on": ("intermittent", TUNING_MEASURE),
             "2s of 4 busy, checks off": ("intermittent", unchecked)}
+    unknown = set(args.only) - set(runs)
+    if unknown:
+        parser.error(f"unknown runs {sorted(unknown)}; choose from {list(runs)}")
+    runs = {name: run for name, run in runs.items() if not args.only or name in args.only}
     print(f"{workload!r}: {args.trials} trials per run, seed 0")
     modules, rows = [], []
     with tempfile.TemporaryDirectory() as tmp:

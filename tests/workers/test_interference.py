@@ -183,6 +183,27 @@ def test_a_machine_that_stays_busy_is_timed_in_short_repeats_that_ran_alone() ->
         device.close()
 
 
+def test_each_short_repeat_starts_after_a_sleep(monkeypatch, tmp_path: Path) -> None:
+    """The short-repeat job sleeps before every repeat (threads that slept get a core on
+    waking) and gives each repeat's cost and share of waiting for a core."""
+    from workers import cpu
+
+    inp = _parallel_matmul()
+    build = CpuDevice.build(inp, 60.0)
+    library = tmp_path / "kernel.so"
+    library.write_bytes(build.library)
+    job = {"library": str(library), "signature": build.signature,
+           "workload": inp.workload.to_json(), "seed": 0, "check": False, "flush_bytes": 0,
+           "short_repeats": cpu.SHORT_REPEATS}
+    slept: list[float] = []
+    sleep = time.sleep
+    monkeypatch.setattr(cpu.time, "sleep", lambda s: (slept.append(s), sleep(s)))
+    value, outputs = cpu.time_kernel(lambda: None, job)
+    assert slept == [cpu.SHORT_REPEAT_GAP_S] * cpu.SHORT_REPEATS and outputs == []
+    assert len(value["costs"]) == len(value["waits"]) == cpu.SHORT_REPEATS
+    assert all(c > 0 for c in value["costs"]) and all(w >= 0 for w in value["waits"])
+
+
 def test_a_repeat_ends_once_it_has_lasted_four_times_its_minimum() -> None:
     """A million calls asked for, 10 ms a repeat: the repeat ends after about 40 ms, not
     after the million calls (seconds), as a machine slowed after the warm-up would hold
