@@ -15,6 +15,7 @@ Run it with nothing else on the machine.
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import statistics
@@ -67,7 +68,11 @@ def main() -> int:
     if sys.argv[1:2] == ["--child"]:
         time_repeats(json.loads(sys.argv[2]))
         return 0
-    steps = json.loads(Path(sys.argv[1]).read_text()) if len(sys.argv) > 1 else []
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("steps", type=Path, nargs="?",
+                        help="a JSON list of steps (default: the default schedule)")
+    args = parser.parse_args()
+    steps = json.loads(args.steps.read_text()) if args.steps else []
     for load in ("quiet", "busy loop on core 0"):
         busy = None
         if load != "quiet":
