@@ -41,7 +41,7 @@ def time_repeats(steps: list) -> None:
     import numpy as np
 
     from schedule import build, make_schedule, placed
-    from workers.interference import run_delay
+    from workers.interference import waiting_share
 
     s, tensors = make_schedule(_workload(), steps)
     mod = build(s, tensors)
@@ -54,9 +54,9 @@ def time_repeats(steps: list) -> None:
             rows = []
             for _ in range(REPEATS):
                 time.sleep(sleep_ms / 1e3)
-                waited, start = run_delay(), time.perf_counter()
-                (cost,) = mod.time(*arrays, number=1, repeat=1, min_repeat_ms=1)
-                rows.append((cost, (run_delay() - waited) / (time.perf_counter() - start)))
+                (cost,), share = waiting_share(
+                    lambda: mod.time(*arrays, number=1, repeat=1, min_repeat_ms=1))
+                rows.append((cost, share))
             alone = [c for c, w in rows if w <= MAX_WAIT]
             print(f"sleep {sleep_ms:2d} ms: alone {len(alone):2d}/{REPEATS}, fastest "
                   f"{min(alone, default=0) * 1e3:.3f} ms, median alone "

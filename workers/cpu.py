@@ -48,7 +48,7 @@ from schedule import (
 
 from .baselines import BASELINES, peak_source
 from .device import BuildResult, Device, register_device
-from .interference import Window, noise, run_delay
+from .interference import Window, noise, waiting_share
 from .measure import ErrorKind, MeasureInput, MeasureResult, MeasureSettings, Provenance
 from .reference import (
     REFERENCE_JOB,
@@ -107,20 +107,17 @@ def time_kernel(started: Callable[[], None], job: dict[str, Any]) -> tuple[Any, 
         costs, waits = [], []
         for _ in range(job["short_repeats"]):
             time.sleep(SHORT_REPEAT_GAP_S)
-            waited, start = run_delay(), time.perf_counter()
-            costs += mod.time(*arrays, number=1, repeat=1, min_repeat_ms=SHORT_REPEAT_MS,
-                              flush_bytes=job["flush_bytes"])
-            now = run_delay()
-            if waited is None or now is None:
+            cost, share = waiting_share(lambda: mod.time(
+                *arrays, number=1, repeat=1, min_repeat_ms=SHORT_REPEAT_MS,
+                flush_bytes=job["flush_bytes"]))
+            costs += cost
+            if share is None:
                 return {"costs": costs, "waits": None, "stolen": None}, outputs
-            waits.append((now - waited) / (time.perf_counter() - start))
+            waits.append(share)
         return {"costs": costs, "waits": waits, "stolen": window.stolen_load()}, outputs
-    waited, start = run_delay(), time.perf_counter()
-    costs = mod.time(*arrays, number=job["number"], repeat=job["repeat"],
-                     min_repeat_ms=job["min_repeat_ms"], flush_bytes=job["flush_bytes"])
-    now = run_delay()
-    share = None if waited is None or now is None else \
-        (now - waited) / (time.perf_counter() - start)
+    costs, share = waiting_share(lambda: mod.time(
+        *arrays, number=job["number"], repeat=job["repeat"],
+        min_repeat_ms=job["min_repeat_ms"], flush_bytes=job["flush_bytes"]))
     return {"costs": costs, "load": window.other_load(), "waited": share}, outputs
 
 
@@ -245,8 +242,9 @@ class CpuDevice(Device):
             for _ in range(1 + settings.remeasure):
                 if short:  # the machine stays busy: its short repeats that ran alone
                     clean = self._time_unpreempted(job, settings)
-                    if clean is not None and noise(clean, None) <= settings.noise_tolerance:
-                        quietest, unpreempted = (noise(clean, None), clean), len(clean)
+                    spread = noise(clean, None) if clean is not None else None
+                    if spread is not None and spread <= settings.noise_tolerance:
+                        quietest, unpreempted = (spread, clean), len(clean)
                         break
                     continue
                 outcome = self._sandbox.call("workers.cpu:time_kernel", job,

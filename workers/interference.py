@@ -29,9 +29,12 @@ from __future__ import annotations
 import glob
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TypeVar
 
 _STAT = "/proc/stat"
+T = TypeVar("T")
 
 
 def _cpu_seconds() -> tuple[float, float] | None:
@@ -59,6 +62,17 @@ def run_delay() -> float | None:
         except (OSError, IndexError, ValueError):  # a thread that just ended: skip it
             continue
     return total / 1e9 if total or os.path.exists("/proc/self/schedstat") else None
+
+
+def waiting_share(call: Callable[[], T]) -> tuple[T, float | None]:
+    """What ``call()`` returns, and the share of its wall time that this process's threads
+    spent waiting for a CPU, together (``None`` where Linux does not say)."""
+    waited, start = run_delay(), time.perf_counter()
+    value = call()
+    now = run_delay()
+    if waited is None or now is None:
+        return value, None
+    return value, (now - waited) / max(time.perf_counter() - start, 1e-9)
 
 
 @dataclass(frozen=True)

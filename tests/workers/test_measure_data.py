@@ -73,6 +73,16 @@ def test_a_result_s_noise_must_be_a_finite_number_of_at_least_1() -> None:
             MeasureResult.from_json({**doc, "noise": bad})
 
 
+def test_a_result_s_unpreempted_count_must_be_a_non_negative_integer() -> None:
+    doc = MeasureResult([1e-3] * 6, "none", unpreempted=6).to_json()
+    assert MeasureResult.from_json(doc).unpreempted == 6
+    assert MeasureResult.from_json({k: v for k, v in doc.items()
+                                    if k != "unpreempted"}).unpreempted == 0
+    for bad in (-1, 2.0, "6", True, None, float("nan")):
+        with pytest.raises(ValueError, match="'unpreempted' must be a non-negative integer"):
+            MeasureResult.from_json({**doc, "unpreempted": bad})
+
+
 @pytest.mark.parametrize(("doc", "message"), [
     ([1, 2], "measure input must be a JSON object, got list"),
     ({"workload": WORKLOAD, "target": "cpu"}, r"missing field\(s\) \['steps'\]"),
