@@ -242,6 +242,8 @@ class Tuned:
     wall_s: float = 0.0
     trials: int = 0
     disturbed: int = 0
+    #: why the tuner's end-of-job re-measurement did not confirm its best ("" if it did)
+    unconfirmed: str = ""
 
 
 def tune_to(wl: Workload, marks: list[int], pool, seed: int) -> Tuned:
@@ -253,6 +255,7 @@ def tune_to(wl: Workload, marks: list[int], pool, seed: int) -> Tuned:
         start = time.perf_counter()
         result = tune(wl, "cpu", max(marks), db=db, pool=pool, seed=seed)
         tuned.wall_s = time.perf_counter() - start
+        tuned.unconfirmed = result.tasks[0].unconfirmed
         best_cost, best_steps, measured = float("inf"), None, 0
         for record in db.iter_records(job_id=result.job_id):
             if is_reconfirmation(record):
@@ -359,6 +362,7 @@ def run_workload(name: str, anchor: Anchor, marks: list[int], rounds: int, pool,
     cells.append(f"{best_library} ({len(rounds_timed[best_library])} rounds)")
     cells.append(f"{tuned.wall_s:.0f} s ({tuned.wall_s / max(tuned.trials, 1):.2f} s/trial)"
                  + (f", {tuned.disturbed} disturbed" if tuned.disturbed else "")
+                 + (f"; best not confirmed: {tuned.unconfirmed}" if tuned.unconfirmed else "")
                  + (" (saved)" if saved is not None else ""))
     return "| " + " | ".join(cells) + " |", tuned
 
