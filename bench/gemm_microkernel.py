@@ -23,6 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from schedule import Module, build, te
 from schedule.buffers import placed
+from schedule.examples import matmul
 
 #: register tiles (rows, columns) worth comparing on AVX2: 8 and 12 accumulators
 TILES = ((4, 16), (6, 16), (4, 24), (3, 32))
@@ -30,10 +31,7 @@ TILES = ((4, 16), (6, 16), (4, 24), (3, 32))
 
 def register_tile(rows: int, cols: int, depth: int, k_unroll: int) -> Module:
     """The tile's kernel, built for this machine."""
-    A = te.placeholder((rows, depth), "float32", name="A")
-    B = te.placeholder((depth, cols), "float32", name="B")
-    k = te.reduce_axis((0, depth), name="k")
-    C = te.compute((rows, cols), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    A, B, C = matmul(rows, cols, depth)
     s = te.create_schedule(C)
     local = s.cache_write(C, "local")
     i, j = s[local].op.axis
