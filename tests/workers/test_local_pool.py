@@ -166,7 +166,8 @@ def test_cache_flush_and_no_check() -> None:
     settings = MeasureSettings(flush_bytes=4 << 20, min_repeat_ms=0, repeat=4, check=False)
     with LocalPool(settings, build_workers=1) as pool:
         [result] = pool.measure([MeasureInput(MATMUL, "cpu", TILED)])
-    assert result.ok and len(result.costs) == 4
+    # On a busy machine the figure is the short repeats that ran alone instead.
+    assert result.ok and len(result.costs) == (result.unpreempted or 4), result
     assert result.provenance.settings["flush_bytes"] == 4 << 20
     assert result.provenance.settings["check"] is False
 
