@@ -43,6 +43,7 @@ from .logs import (
     write_jsonl,
     write_t4,
 )
+from .outranking import Outranking
 from .record_store import MATCH_LEVELS, BestResult, RecordFilter, Summary
 from .records import (
     ERROR_KINDS,
@@ -79,6 +80,7 @@ __all__ = [
     "JobStore",
     "JobTakenOver",
     "NotFoundError",
+    "Outranking",
     "ReadOnlyDatabaseError",
     "Record",
     "RecordError",

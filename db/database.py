@@ -24,6 +24,7 @@ from .errors import RecordError, WorkloadConflictError
 from .job_store import JobStore
 from .logs import ImportReport, PathOrFile, import_batches, source_name, write_jsonl, write_t4
 from .models import RecordRow, WorkloadRow
+from .outranking import Outranking, find_outrankings, insert_outrankings, not_outranked
 from .record_store import (
     MATCH_LEVELS,
     MAX_K,
@@ -155,6 +156,21 @@ class Database(StoreBase):
         report.already_present = report.records - report.added
         report.imported = True
         return report
+
+    def outrank(self, verdicts: Iterable[Outranking]) -> int:
+        """Mark records outranked (see :mod:`db.outranking`): the best query and
+        :meth:`distill` pass over them from now on. One transaction; returns how many
+        verdicts were new (a record already outranked keeps its first verdict). A verdict
+        naming an unknown or failed record, or pairing records of different workloads or
+        targets, raises :class:`~db.errors.RecordError` and stores none."""
+        verdicts = list(verdicts)
+        with self.connector.write() as conn:
+            return insert_outrankings(conn, verdicts)
+
+    def outranked(self, measurement_ids: Iterable[str]) -> dict[str, Outranking]:
+        """The verdicts on those of ``measurement_ids`` that are outranked, by id."""
+        with self.connector.read() as conn:
+            return find_outrankings(conn, list(measurement_ids))
 
     # --- the best query ---------------------------------------------------------------
 
@@ -325,7 +341,7 @@ class Database(StoreBase):
             .over(partition_by=(_R.workload_key, _R.target), order_by=(_R.median_cost, _R.id))
             .label("rank")
         )
-        conditions = replace(RecordFilter(**filters), ok=True).conditions()
+        conditions = [*replace(RecordFilter(**filters), ok=True).conditions(), not_outranked()]
         ranked = select(_R.id, rank).where(*conditions).subquery()
         statement = (
             select_records()

@@ -114,6 +114,23 @@ class RecordRow(Base):
     )
 
 
+class OutrankedRow(Base):
+    """A record the best query passes over: its program was timed slower than the program
+    of ``by_measurement_id`` (a record of the same workload and target) when the two were
+    measured in the same moment, by ``ratio`` (median of the per-round ratios). Records
+    stay as measured; this is a later verdict on them (``Database.outrank``)."""
+
+    __tablename__ = "outranked"
+
+    measurement_id: Mapped[str] = mapped_column(
+        String(64), ForeignKey("records.measurement_id"), primary_key=True)
+    by_measurement_id: Mapped[str] = mapped_column(
+        String(64), ForeignKey("records.measurement_id"))
+    ratio: Mapped[float] = mapped_column(Double)
+    job_id: Mapped[str | None] = mapped_column(String(64))
+    created_at: Mapped[float] = mapped_column(Double)
+
+
 class JobRow(Base):
     """A tuning job: its lifecycle status, spec and progress (JSON), owner and times."""
 

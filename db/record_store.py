@@ -18,6 +18,7 @@ from sqlalchemy.dialects.sqlite import insert as sqlite_insert
 
 from .errors import RecordError, WorkloadConflictError
 from .models import RecordRow, WorkloadRow
+from .outranking import not_outranked
 from .records import ERROR_KINDS, Record, cost_stats, target_family
 
 #: How far :meth:`db.Database.best` may widen the match, narrowest first. Each level is a
@@ -156,6 +157,7 @@ def best_statement(by_family: bool, by_device: bool, by_toolchain: bool) -> Sele
         _R.workload_key == bindparam("workload_key"),
         _R.median_cost.is_not(None),
         column == bindparam("target"),
+        not_outranked(),
     ]
     if by_device:
         conditions.append(_R.device_model == bindparam("device_model"))

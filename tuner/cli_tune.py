@@ -141,6 +141,8 @@ def format_summary(summary: dict[str, Any]) -> str:
         if task.get("unpreempted"):
             lines.append(f"    the machine was busy: {task['unpreempted']} figures are of the "
                          "short repeats that ran with nothing else on the cores")
+        if task.get("reranked"):
+            lines.append(f"    ranked side by side: {task['reranked']}")
         if task.get("unconfirmed"):
             lines.append(f"    not confirmed: {task['unconfirmed']}")
         if task["errors"]:

@@ -58,6 +58,8 @@ class TaskProgress:
     unpreempted: int = 0
     max_noise: float = 1.0  # the worst slowdown the interference checks saw
     unconfirmed: str = ""  # why the final re-measurement did not confirm the best
+    #: what the final side-by-side comparison changed in the ranking (``side_by_side``)
+    reranked: str = ""
     expected_gain_s: float | None = None  # the scheduler's estimate of a round's gain
     chosen_because: str = ""  # why the scheduler gave this task its last round
     #: what the job measured the task against: {"numpy": {"latency_s": s | None,
@@ -110,6 +112,7 @@ class TaskProgress:
             "error": self.error, "disturbed": self.disturbed, "max_noise": self.max_noise,
             "unpreempted": self.unpreempted,
             "unconfirmed": self.unconfirmed,
+            "reranked": self.reranked,
             "expected_gain_s": self.expected_gain_s
             if self.expected_gain_s is not None and math.isfinite(self.expected_gain_s)
             else None,

@@ -32,6 +32,7 @@ import logging
 import math
 import os
 import socket
+import statistics
 import threading
 import time
 import uuid
@@ -39,7 +40,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from cost_model import CostModel
-from db import Database, DatabaseError, Job, JobStateError, JobTakenOver, Record
+from db import Database, DatabaseError, Job, JobStateError, JobTakenOver, Outranking, Record
 from schedule import Steps
 from search import Candidate, SearchPolicy, SearchTask, make_policy, make_task_model
 from workers import (
@@ -52,6 +53,7 @@ from workers import (
     simulated_facts,
 )
 
+from . import side_by_side
 from .callbacks import MeasureCallback, default_callbacks
 from .progress import TaskProgress, TimeSplit, TuneResult, estimated_latency
 from .scheduler import TaskScheduler, roofline_seconds
@@ -198,7 +200,10 @@ class JobRunner:
         if own:
             task.state = "tuning"
             task.curve.append((task.trials, task.best_cost))
+        outranked = self.db.outranked(r.measurement_id for r, _ in others)
         for record, steps in others:
+            if record.measurement_id in outranked:  # slower side by side: not the best
+                continue
             if record.median_cost is not None and record.median_cost < task.best_cost:
                 task.best_cost, task.best_steps = record.median_cost, steps
                 task.best_facts = simulated_facts(record.measure) or {}
@@ -498,48 +503,81 @@ class JobRunner:
                 self._check_cancelled()
 
     def _reconfirm_task(self, n: int) -> None:
-        """Re-measure the task's few best programs. The quickest quiet figure becomes the
-        confirmed best only if it agrees with that program's record within the noise the
-        device measured for either (``second_look.tolerance``); a disturbed or disagreeing
-        one leaves the recorded best, unconfirmed, and says why."""
+        """Measure the task's few best programs again, side by side in interleaved rounds
+        (``side_by_side``), and rank the task's programs by that: the records of programs
+        found slower than the winner are marked outranked in the database where they lead
+        its best query, and the program the best query answers with then becomes the
+        task's best. Its side-by-side figure is the confirmed best only if it agrees with
+        that answer's record within the noise the device measured for either
+        (``second_look.tolerance``); otherwise the record's figure stands, unconfirmed,
+        and the summary says why."""
         task = self.tasks[n]
-        top = self.db.query_records(workload_key=task.key, target=str(self.spec.target),
-                                    ok=True, order="cost", limit=self.spec.reconfirm * 4)
-        picks: dict[str, Steps] = {}
-        recorded: dict[str, tuple[float, float]] = {}  # steps key -> (cost, noise)
-        for record, steps in _schedulable(top):
-            picks.setdefault(steps.key, steps)
-            if record.median_cost is not None:
-                recorded.setdefault(steps.key, (record.median_cost,
-                                                float(record.measure.get("noise", 1.0))))
-        chosen = list(picks.values())[: self.spec.reconfirm]
-        if not chosen:
+        target = str(self.spec.target)
+        leaders = _leading_programs(self.db.best(task.key, target,
+                                                 k=self.spec.reconfirm * 4).records,
+                                    self.spec.reconfirm)
+        if not leaders:
             return
         trials = [Trial(n, task.workload, self.spec.target, Candidate(steps), reconfirm=True)
-                  for steps in chosen]
-        results = self.measure(trials)
-        measured = [(r, t.candidate.steps) for t, r in zip(trials, results, strict=True)
-                    if r.median_cost is not None]
-        quiet = [(r, steps) for r, steps in measured if not r.disturbed]
-        if not quiet:
-            if measured:
-                worst = max(r.noise for r, _ in measured)
-                task.unconfirmed = ("the re-measurements were disturbed by other work on the "
-                                    f"machine (slowdown up to {worst:.2f}x)")
+                  for _, steps in leaders]
+        rounds = [self.measure(trials)]
+        if len(leaders) > 1 and not any(r.provenance.settings.get("simulated")
+                                        for r in rounds[0]):
+            more = self.measure(trials * (side_by_side.ROUNDS - 1))
+            rounds += [more[i:i + len(trials)] for i in range(0, len(more), len(trials))]
+        comparison = side_by_side.compare(rounds)
+        if comparison is None:
+            task.unconfirmed = _not_measured_again([results[0] for results in rounds])
             return
-        result, steps = min(quiet, key=lambda c: c[0].median_cost)
-        cost = result.median_cost
-        before, before_noise = recorded.get(steps.key, (None, 1.0))
-        allowed = tolerance(result.noise, before_noise)
-        if before is not None and abs(cost / before - 1.0) > allowed:
+        device_model = next(r.provenance.device_model for results in rounds for r in results
+                            if r.ok)
+        record, steps = self._rerank(task, leaders, comparison, device_model)
+        position = next(p for p, (_, s) in enumerate(leaders) if s.key == steps.key)
+        task.best_steps, task.best_cost, task.confirmed = steps, record.median_cost, False
+        figures = comparison.figures[position]
+        if not figures:
+            task.unconfirmed = _not_measured_again([results[position] for results in rounds])
+            return
+        before, cost = record.median_cost, statistics.median(figures)
+        allowed = tolerance(comparison.noise[position], float(record.measure.get("noise", 1.0)))
+        if abs(cost / before - 1.0) > allowed:
             task.unconfirmed = (f"re-measured at {cost * 1e3:.4g} ms, {cost / before:.2f}x its "
                                 f"record's {before * 1e3:.4g} ms: more than the "
                                 f"{allowed:.0%} the noise checks allow, so the machine's "
                                 "speed changed between the two")
             return
-        task.best_cost, task.best_steps, task.confirmed = cost, steps, True
+        task.best_cost, task.confirmed = cost, True
         task.unconfirmed = ""
         task.curve.append((task.trials, task.best_cost))
+
+    def _rerank(self, task: TaskProgress, leaders: list[tuple[Record, Steps]],
+                comparison: side_by_side.Comparison, device_model: str
+                ) -> tuple[Record, Steps]:
+        """Outrank the records of the programs ``comparison`` found slower than its winner
+        (measured on ``device_model``) wherever they lead the best query, the
+        re-measurements just stored included; returns the record the best query answers
+        with afterwards, and its steps. Says in the task's summary what changed."""
+        slower = {leaders[p][1].key: ratio for p, ratio in comparison.outranked()}
+        winner_key = leaders[comparison.winner][1].key
+        ranked = _schedulable(self.db.best(
+            task.key, str(self.spec.target),
+            k=self.spec.reconfirm * (4 + side_by_side.ROUNDS)).records)
+        by = next(r for r, s in ranked if s.key == winner_key)
+        losers: list[tuple[Record, float]] = []
+        for record, steps in ranked:
+            if steps.key not in slower or record.device_model != device_model:
+                break
+            losers.append((record, slower[steps.key]))
+        task.reranked = ""
+        if losers:
+            self.db.outrank(Outranking(loser.measurement_id, by.measurement_id, ratio,
+                                       self.job_id) for loser, ratio in losers)
+            programs = len({loser.canonical("steps") for loser, _ in losers})
+            task.reranked = (f"{programs} program(s) whose records were faster took up to "
+                             f"{max(ratio for _, ratio in losers):.2f}x the time of the "
+                             "fastest when measured side by side with it; the best query "
+                             "now passes over their records")
+        return ranked[len(losers)]
 
     def _finish(self, status: str, error: str) -> str:
         """Store the final status and progress; returns the error to report (with the
@@ -605,6 +643,23 @@ def _common_prefix(a: str, b: str) -> int:
     """How many leading characters ``a`` and ``b`` share."""
     return next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y),
                 min(len(a), len(b)))
+
+
+def _leading_programs(ranked: Iterable[Record], count: int) -> list[tuple[Record, Steps]]:
+    """The first ``count`` programs of a best-query answer, each with its best record."""
+    leaders: dict[str, tuple[Record, Steps]] = {}
+    for record, steps in _schedulable(ranked):
+        leaders.setdefault(steps.key, (record, steps))
+    return list(leaders.values())[:count]
+
+
+def _not_measured_again(results: list[MeasureResult]) -> str:
+    """Why a best program's re-measurements (``results``) confirm nothing."""
+    disturbed = [r.noise for r in results if r.disturbed]
+    if disturbed:
+        return ("the re-measurements were disturbed by other work on the machine "
+                f"(slowdown up to {max(disturbed):.2f}x)")
+    return f"its re-measurement failed: {results[0].error_kind.value}: {results[0].error_msg}"
 
 
 def _schedulable(records: Iterable[Record]) -> list[tuple[Record, Steps]]:

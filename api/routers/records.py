@@ -41,12 +41,24 @@ def list_records(request: Request, _: Principal = reader,
                  order: Literal["id", "timestamp", "cost"] = "id",
                  limit: int = Query(100, ge=1, le=1000),
                  offset: int = Query(0, ge=0, le=10**9)) -> dict[str, Any]:
-    """One page of the records matching every filter given, and how many match in all."""
+    """One page of the records matching every filter given, and how many match in all. A
+    record the best query passes over says why (``outranked``: the record whose program
+    was faster side by side, how many times slower this one was, and the job that found
+    it)."""
     db: Database = get_state(request).db
     filters = _filters(workload_key, target, job_id, error_kind, ok)
     records = db.query_records(**filters, order=order, limit=limit, offset=offset)
+    verdicts = db.outranked(r.measurement_id for r in records)
+    page = []
+    for record in records:
+        data = record.to_dict()
+        verdict = verdicts.get(record.measurement_id)
+        if verdict is not None:
+            data["outranked"] = {"by": verdict.by_measurement_id, "ratio": verdict.ratio,
+                                 "job_id": verdict.job_id}
+        page.append(data)
     return {"total": db.count_records(**filters), "limit": limit, "offset": offset,
-            "records": [r.to_dict() for r in records]}
+            "records": page}
 
 
 @router.get("/export", responses={**errors(422), 200: {

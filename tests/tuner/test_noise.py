@@ -20,7 +20,7 @@ from search import (
     unregister_policy,
 )
 from tests.tuner.fake_devices import LoweredTextDevice
-from tuner import tune
+from tuner import side_by_side, tune
 from tuner.cli_tune import format_summary, tune_summary
 from workers import (
     BuildResult,
@@ -209,4 +209,74 @@ def test_a_look_the_cluster_fails_loses_none_of_the_batch(tmp_path, spy):
     records = db.query_records(job_id=result.job_id)
     assert sorted(r.steps[0][3] for r in records) == [8, 16, 32]
     assert all("looks" not in r.measure for r in records)
+    db.close()
+
+
+# --- the end-of-job comparison side by side ----------------------------------------------
+
+
+def test_a_leader_measured_in_a_fast_minute_is_outranked_side_by_side(tmp_path, spy):
+    # factor 2 (really 2 ms) is timed, both looks, while the machine runs 2.5x fast (runs
+    # 6 and 8), so its record (0.8 ms) ranks ahead of factor 1's (1 ms); side by side at
+    # the end (runs 9-14) it takes twice factor 1's time
+    device = ScriptedDevice(moment=lambda run: 0.4 if run in (6, 8) else 1.0)
+    db, result = _tune(tmp_path, device, reconfirm=2)
+    fast_minute, really_fastest = _record_of(db, result.job_id, 2), _record_of(db, result.job_id, 1)
+    assert fast_minute.median_cost == pytest.approx(0.8e-3)
+    assert device.runs == 8 + 2 * side_by_side.ROUNDS
+    task = result.task(WORKLOAD)
+    assert task.best_steps.to_json()[0][3] == 1
+    assert task.confirmed and task.best_cost == pytest.approx(1e-3)
+    verdict = db.outranked([fast_minute.measurement_id])[fast_minute.measurement_id]
+    assert verdict.by_measurement_id == really_fastest.measurement_id
+    assert verdict.ratio == pytest.approx(2.0) and verdict.job_id == result.job_id
+    best = db.best(WORKLOAD.key, result.target).best
+    assert best.measurement_id == really_fastest.measurement_id
+    assert "ranked side by side: 1 program(s) whose records were faster took up to 2.00x" in \
+        format_summary(tune_summary(result))
+    # a later job on this database starts from the program that was faster side by side
+    with LocalPool(SETTINGS, devices=[ScriptedDevice()], build_workers=1) as pool:
+        later = tune(WORKLOAD, "cpu", trials=3, db=db, pool=pool, batch_size=3, reconfirm=0,
+                     policy="spy", cost_model="random").task(WORKLOAD)
+    assert later.best_steps.to_json()[0][3] == 1 and later.best_cost == pytest.approx(1e-3)
+    db.close()
+
+
+def test_a_slower_program_re_measured_in_a_fast_moment_is_outranked_too(tmp_path, spy):
+    # as above, and the last round's look at factor 2 (run 13) is taken 5x fast: 0.4 ms,
+    # ahead of every other record; its program lost two rounds of three, so it goes too
+    device = ScriptedDevice(moment=lambda run: 0.4 if run in (6, 8) else (
+        0.2 if run == 13 else 1.0))
+    db, result = _tune(tmp_path, device, reconfirm=2)
+    records = [r for r in db.query_records(workload_key=WORKLOAD.key) if r.steps[0][3] == 2]
+    outranked = db.outranked(r.measurement_id for r in records)
+    assert sorted(r.median_cost for r in records
+                  if r.measurement_id in outranked) == pytest.approx([0.4e-3, 0.8e-3])
+    assert db.best(WORKLOAD.key, result.target).best.steps[0][3] == 1
+    assert result.task(WORKLOAD).best_steps.to_json()[0][3] == 1
+    db.close()
+
+
+def test_side_by_side_the_record_leader_keeps_its_place_within_the_margin(tmp_path, spy):
+    # as above, but side by side factor 2 runs at 1.01 ms (runs 9, 11, 13): factor 1 is
+    # faster by less than the margin, so the record leader stays
+    device = ScriptedDevice(moment=lambda run: 0.4 if run in (6, 8) else (
+        0.505 if run > 8 and run % 2 == 1 else 1.0))
+    db, result = _tune(tmp_path, device, reconfirm=2)
+    task = result.task(WORKLOAD)
+    assert task.best_steps.to_json()[0][3] == 2 and task.reranked == ""
+    assert not task.confirmed  # 1.01 ms side by side against its record's 0.8 ms
+    assert db.outranked(r.measurement_id for r in db.query_records(job_id=result.job_id)) == {}
+    db.close()
+
+
+def test_side_by_side_rounds_whose_leader_was_disturbed_compare_nothing(tmp_path, spy):
+    # the record leader (factor 2) is disturbed in every round at the end
+    device = ScriptedDevice(moment=lambda run: 0.4 if run in (6, 8) else 1.0,
+                            disturb=lambda run, factor: run > 8 and factor == 2)
+    db, result = _tune(tmp_path, device, reconfirm=2)
+    task = result.task(WORKLOAD)
+    assert task.best_steps.to_json()[0][3] == 2 and not task.confirmed
+    assert "disturbed by other work" in task.unconfirmed
+    assert db.best(WORKLOAD.key, result.target).best.median_cost == pytest.approx(0.8e-3)
     db.close()

@@ -29,6 +29,7 @@ from tuner import (
     is_stale,
     resume_job,
     run_job,
+    side_by_side,
     submit_job,
     tune,
 )
@@ -77,7 +78,8 @@ def test_tune_measures_commits_and_reports_the_confirmed_best(db: Database):
         SMALL.flops / best.latency_s / 1e9)
     steps = _job_steps(db, result.job_id)
     assert len(steps) == 8 and len(set(steps)) == 8  # every trial stored, none twice
-    assert db.count_records(job_id=result.job_id) == 8 + 2  # plus the reconfirmations
+    # plus the reconfirmations: two programs side by side, in rounds
+    assert db.count_records(job_id=result.job_id) == 8 + 2 * side_by_side.ROUNDS
     assert [e["type"] for e in events] == ["batch", "batch", "done"]
     assert events[0]["trials"] == 4 and events[-1]["status"] == "succeeded"
     job = db.jobs.get(result.job_id)
