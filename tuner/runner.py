@@ -554,15 +554,18 @@ class JobRunner:
                 comparison: side_by_side.Comparison, device_model: str
                 ) -> tuple[Record, Steps]:
         """Outrank the records of the programs ``comparison`` found slower than its winner
-        (measured on ``device_model``) wherever they lead the best query, the
-        re-measurements just stored included; returns the record the best query answers
-        with afterwards, and its steps. Says in the task's summary what changed."""
+        (measured on ``device_model``) wherever they lead the compared programs' records
+        in the best query, the re-measurements just stored included; returns the first of
+        those records afterwards, and its steps. Says in the task's summary what
+        changed."""
         slower = {leaders[p][1].key: ratio for p, ratio in comparison.outranked()}
-        winner_key = leaders[comparison.winner][1].key
-        ranked = _schedulable(self.db.best(
+        by = leaders[comparison.winner][0]
+        # the compared programs' records only: another job on this database may have
+        # stored records of other programs meanwhile, which this comparison says nothing of
+        compared = {steps.key for _, steps in leaders}
+        ranked = [(r, s) for r, s in _schedulable(self.db.best(
             task.key, str(self.spec.target),
-            k=self.spec.reconfirm * (4 + side_by_side.ROUNDS)).records)
-        by = next(r for r, s in ranked if s.key == winner_key)
+            k=self.spec.reconfirm * (4 + side_by_side.ROUNDS)).records) if s.key in compared]
         losers: list[tuple[Record, float]] = []
         for record, steps in ranked:
             if steps.key not in slower or record.device_model != device_model:
@@ -577,7 +580,7 @@ class JobRunner:
                              f"{max(ratio for _, ratio in losers):.2f}x the time of the "
                              "fastest when measured side by side with it; the best query "
                              "now passes over their records")
-        return ranked[len(losers)]
+        return ranked[len(losers)] if len(losers) < len(ranked) else leaders[comparison.winner]
 
     def _finish(self, status: str, error: str) -> str:
         """Store the final status and progress; returns the error to report (with the

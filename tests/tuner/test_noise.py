@@ -280,3 +280,35 @@ def test_side_by_side_rounds_whose_leader_was_disturbed_compare_nothing(tmp_path
     assert "disturbed by other work" in task.unconfirmed
     assert db.best(WORKLOAD.key, result.target).best.median_cost == pytest.approx(0.8e-3)
     db.close()
+
+
+class AnotherJobMeanwhile(ScriptedDevice):
+    """A scripted device during whose run 9 (the end-of-job comparison's first round)
+    another job stores a record of factor 4 at 0.1 ms in ``db``."""
+
+    db: Database
+
+    def run(self, build, inp, settings):
+        result = super().run(build, inp, settings)
+        if self.runs == 9:
+            (mine,) = [r for r in self.db.query_records() if r.steps[0][3] == 4]
+            other = {**mine.to_dict(with_id=False), "costs": [1e-4, 1e-4],
+                     "timestamp": mine.timestamp + 1, "job_id": "another-job"}
+            self.db.add_records([other])
+        return result
+
+
+def test_records_another_job_stores_during_the_comparison_are_left_alone(tmp_path, spy):
+    """Two jobs on one database: a faster program of another job, stored while this job
+    compares its leaders, is neither outranked nor taken as this job's best."""
+    device = AnotherJobMeanwhile(moment=lambda run: 0.4 if run in (6, 8) else 1.0)
+    device.db = Database(f"sqlite:///{tmp_path / 'shared.db'}")
+    with LocalPool(SETTINGS, devices=[device], build_workers=1) as pool:
+        result = tune(WORKLOAD, "cpu", trials=6, db=device.db, pool=pool, batch_size=3,
+                      reconfirm=2, policy="spy", cost_model="random")
+    assert result.status == "succeeded", result.error
+    task = result.task(WORKLOAD)
+    assert task.best_steps.to_json()[0][3] == 1 and task.confirmed
+    best = device.db.best(WORKLOAD.key, result.target).best
+    assert best.job_id == "another-job" and best.steps[0][3] == 4
+    device.db.close()
