@@ -567,17 +567,18 @@ class JobRunner:
             task.key, str(self.spec.target),
             k=self.spec.reconfirm * (4 + side_by_side.ROUNDS)).records) if s.key in compared]
         losers: list[tuple[Record, float]] = []
+        lost: set[str] = set()  # the steps keys of the losers' programs
         for record, steps in ranked:
             if steps.key not in slower or record.device_model != device_model:
                 break
             losers.append((record, slower[steps.key]))
+            lost.add(steps.key)
         task.reranked = ""
         if losers:
             self.db.outrank(Outranking(loser.measurement_id, by.measurement_id, ratio,
                                        self.job_id) for loser, ratio in losers)
-            programs = len({loser.canonical("steps") for loser, _ in losers})
-            task.reranked = (f"{programs} program(s) whose records were faster took up to "
-                             f"{max(ratio for _, ratio in losers):.2f}x the time of the "
+            task.reranked = (f"{len(lost)} program(s) whose records were faster took up to "
+                             f"{max(slower[key] for key in lost):.2f}x the time of the "
                              "fastest when measured side by side with it; the best query "
                              "now passes over their records")
         return ranked[len(losers)] if len(losers) < len(ranked) else leaders[comparison.winner]
