@@ -50,6 +50,7 @@ from .baselines import BASELINES, peak_source
 from .device import BuildResult, Device, register_device
 from .interference import Window, noise, waiting_share
 from .measure import ErrorKind, MeasureInput, MeasureResult, MeasureSettings, Provenance
+from .placement import Spread, helpers_of
 from .reference import (
     REFERENCE_JOB,
     ReferenceOutputs,
@@ -77,23 +78,39 @@ def compiler_version(cc: str) -> str:
     return out.stdout.splitlines()[0].strip() if out.stdout else cc
 
 
-#: Timing on a machine that stays busy: this many short repeats (each the calls that last
+#: Timing on a machine that stays busy: short repeats (each the calls that last
 #: ``SHORT_REPEAT_MS``), of which those during which the kernel's threads waited for a
 #: core at most ``MAX_WAIT`` of the repeat's time are unpreempted; the figure is those
-#: within ``CLUSTER`` of the fastest of them, when there are at least ``MIN_UNPREEMPTED``
+#: within ``CLUSTER`` of the fastest of them, once there are ``MIN_UNPREEMPTED``
 #: (a repeat can run unpreempted and still slow: the other work had evicted its data).
-#: Each repeat starts after a sleep of ``SHORT_REPEAT_GAP_S``: threads that slept are
-#: handed a core on waking, so more repeats run alone (a 1.1 ms conv beside a busy loop
-#: on one of two cores: 10-20 of 40 instead of 4-7).
-SHORT_REPEATS, SHORT_REPEAT_MS, MAX_WAIT, CLUSTER, MIN_UNPREEMPTED = 40, 1, 0.01, 1.1, 5
+#: The repeats go on until there are, for at most ``SHORT_REPEATS_MAX`` repeats or
+#: ``SHORT_REPEAT_BUDGET_S`` seconds (half the run timeout where that is less); a
+#: candidate's tries add up. Beside a busy loop on one of two cores, 2-30% of the repeats
+#: of a 1.3 ms conv ran alone, by the minute; a fixed 40 a try left most candidates of a
+#: tune without a figure (58 of 64). Each repeat starts after a sleep of
+#: ``SHORT_REPEAT_GAP_S``: threads that slept are handed a core on waking more often (a
+#: 1.1 ms conv: 10-20 of 40 instead of 4-7).
+SHORT_REPEATS_MAX, SHORT_REPEAT_BUDGET_S = 400, 3.0
+SHORT_REPEAT_MS, MAX_WAIT, CLUSTER, MIN_UNPREEMPTED = 1, 0.01, 1.1, 5
 SHORT_REPEAT_GAP_S = 0.003
+#: A try of short repeats is worth making when this many fit in its budget.
+SHORT_REPEATS_WORTH = 20
+
+
+def unpreempted(costs: list[float], waits: list[float]) -> list[float]:
+    """The costs of the repeats that ran alone (waited at most ``MAX_WAIT``) within
+    ``CLUSTER`` of the fastest of them; a figure once ``MIN_UNPREEMPTED`` or more."""
+    alone = [c for c, w in zip(costs, waits, strict=True) if w <= MAX_WAIT]
+    fastest = min(alone, default=0.0)
+    return [c for c in alone if c <= CLUSTER * fastest]
 
 
 def time_kernel(started: Callable[[], None], job: dict[str, Any]) -> tuple[Any, list[bytes]]:
     """Sandbox job: load a kernel, time it, and say how much CPU other work used meanwhile
     and what share of the time the kernel's threads waited for a core
     (``interference``); with ``check`` also return its outputs. With ``short_repeats``,
-    time that many short repeats instead, and give each one's share of waiting."""
+    time short repeats instead, until enough ran alone (``unpreempted``), that many were
+    made or ``short_seconds`` passed, and give each one's share of waiting."""
     signature = KernelSignature.from_json(job["signature"])
     mod = load_module(job["library"], signature)
     arrays = kernel_arrays(signature, job["workload"], job["seed"])
@@ -104,21 +121,44 @@ def time_kernel(started: Callable[[], None], job: dict[str, Any]) -> tuple[Any, 
         outputs = output_bytes(arrays, signature)
     window = Window.start()
     if job.get("short_repeats"):
-        costs, waits = [], []
-        for _ in range(job["short_repeats"]):
+        return _short_repeats(mod, arrays, job, window), outputs
+    costs, share = waiting_share(lambda: mod.time(
+        *arrays, number=job["number"], repeat=job["repeat"],
+        min_repeat_ms=job["min_repeat_ms"], flush_bytes=job["flush_bytes"]))
+    return {"costs": costs, "load": window.other_load(), "waited": share}, outputs
+
+
+def _short_repeats(mod: Any, arrays: list[np.ndarray], job: dict[str, Any],
+                   window: Window) -> dict[str, Any]:
+    """Time short repeats (``time_kernel``), the threads spread one per core
+    (``workers.placement``), until enough ran alone, ``short_repeats`` were made or
+    ``short_seconds`` passed."""
+    costs: list[float] = []
+    waits: list[float] = []
+    _, helpers = helpers_of(lambda: mod.time(*arrays, number=1, repeat=1, min_repeat_ms=10))
+    spread = Spread(helpers)
+    deadline = time.perf_counter() + float(job["short_seconds"])
+    try:
+        if spread.useful:
+            spread.place()
+        while len(costs) < job["short_repeats"]:
             time.sleep(SHORT_REPEAT_GAP_S)
             cost, share = waiting_share(lambda: mod.time(
                 *arrays, number=1, repeat=1, min_repeat_ms=SHORT_REPEAT_MS,
                 flush_bytes=job["flush_bytes"]))
             costs += cost
             if share is None:
-                return {"costs": costs, "waits": None, "stolen": None}, outputs
+                return {"costs": costs, "waits": None, "stolen": None}
             waits.append(share)
-        return {"costs": costs, "waits": waits, "stolen": window.stolen_load()}, outputs
-    costs, share = waiting_share(lambda: mod.time(
-        *arrays, number=job["number"], repeat=job["repeat"],
-        min_repeat_ms=job["min_repeat_ms"], flush_bytes=job["flush_bytes"]))
-    return {"costs": costs, "load": window.other_load(), "waited": share}, outputs
+            if len(unpreempted(costs, waits)) >= MIN_UNPREEMPTED \
+                    or time.perf_counter() >= deadline:
+                break
+            if share > MAX_WAIT and spread.useful:
+                spread.shift()
+    finally:
+        if spread.useful:
+            spread.release()
+    return {"costs": costs, "waits": waits, "stolen": window.stolen_load()}
 
 
 @register_device
@@ -238,13 +278,19 @@ class CpuDevice(Device):
                "min_repeat_ms": settings.min_repeat_ms, "flush_bytes": settings.flush_bytes}
         try:
             quietest: tuple[float, list[float]] | None = None
-            unpreempted, short = 0, False
+            unpreempted_count, short = 0, False
+            short_costs: list[float] = []
+            short_waits: list[float] = []
             for _ in range(1 + settings.remeasure):
                 if short:  # the machine stays busy: its short repeats that ran alone
-                    clean = self._time_unpreempted(job, settings)
-                    spread = noise(clean, None) if clean is not None else None
+                    answer = self._short_repeats(job, settings)
+                    if answer is not None:
+                        short_costs += answer[0]
+                        short_waits += answer[1]
+                    clean = unpreempted(short_costs, short_waits)
+                    spread = noise(clean, None) if len(clean) >= MIN_UNPREEMPTED else None
                     if spread is not None and spread <= settings.noise_tolerance:
-                        quietest, unpreempted = (spread, clean), len(clean)
+                        quietest, unpreempted_count = (spread, clean), len(clean)
                         break
                     continue
                 outcome = self._sandbox.call("workers.cpu:time_kernel", job,
@@ -280,7 +326,7 @@ class CpuDevice(Device):
             slowdown, costs = quietest
             return replace(result(ErrorKind.NONE, costs=costs), noise=round(slowdown, 3),
                            disturbed=slowdown > settings.noise_tolerance,
-                           unpreempted=unpreempted)
+                           unpreempted=unpreempted_count)
         if outcome.status == "start_timeout":
             return result(ErrorKind.RUN_TIMEOUT, f"loading the kernel {outcome.message}")
         if outcome.status == "timeout":
@@ -361,46 +407,48 @@ class CpuDevice(Device):
                  if isinstance(x, float) and 0 <= x < float("inf")]
         return costs, max(known, default=None)
 
+    @staticmethod
+    def _short_budget(settings: MeasureSettings) -> float:
+        """Seconds one try of short repeats may take."""
+        return min(SHORT_REPEAT_BUDGET_S, settings.run_timeout / 2)
+
     def _short_repeats_fit(self, costs: list[float], inp: MeasureInput,
                            settings: MeasureSettings) -> bool:
         """Whether short repeats can tell a quiet figure on a busy machine: the kernel runs
         a parallel loop on every core of the machine (so while none of its threads lost its
-        core, nothing else ran), and the repeats fit in half the run timeout (each a
-        sleep, a warm-up call and a timed one)."""
+        core, nothing else ran), and ``SHORT_REPEATS_WORTH`` repeats (each a sleep, a
+        warm-up call and a timed one) fit in a try's budget."""
         per_repeat = SHORT_REPEAT_GAP_S + 2 * max(min(costs), SHORT_REPEAT_MS / 1e3)
         return (inp.target.cores >= self.target.cores
                 and any(step[0] == "parallel" for step in inp.steps)
-                and SHORT_REPEATS * per_repeat <= settings.run_timeout / 2)
+                and SHORT_REPEATS_WORTH * per_repeat <= self._short_budget(settings))
 
-    def _time_unpreempted(self, job: dict[str, Any],
-                          settings: MeasureSettings) -> list[float] | None:
-        """The costs of the short repeats that ran unpreempted (``_unpreempted``), or None."""
+    def _short_repeats(self, job: dict[str, Any], settings: MeasureSettings
+                       ) -> tuple[list[float], list[float]] | None:
+        """One try of short repeats: their costs and shares of waiting, or None."""
         outcome = self._sandbox.call("workers.cpu:time_kernel",
-                                     {**job, "short_repeats": SHORT_REPEATS},
+                                     {**job, "short_repeats": SHORT_REPEATS_MAX,
+                                      "short_seconds": self._short_budget(settings)},
                                      start_timeout=settings.load_timeout,
                                      timeout=settings.run_timeout)
-        return self._unpreempted(outcome.value) if outcome.status == "ok" else None
+        return self._short_answer(outcome.value) if outcome.status == "ok" else None
 
     @staticmethod
-    def _unpreempted(value: Any) -> list[float] | None:
-        """The figure of the short repeats (``time_kernel`` with ``short_repeats``): those
-        that ran unpreempted and within ``CLUSTER`` of the fastest of them, where there are
-        at least ``MIN_UNPREEMPTED`` and the hypervisor stole nothing meanwhile; None
-        otherwise (or if the answer is malformed)."""
+    def _short_answer(value: Any) -> tuple[list[float], list[float]] | None:
+        """The costs and waits of a short-repeat answer (``time_kernel`` with
+        ``short_repeats``); None if it is malformed, if Linux did not say how long the
+        threads waited, or if the hypervisor stole time meanwhile."""
         if not isinstance(value, dict):
             return None
         costs, waits, stolen = value.get("costs"), value.get("waits"), value.get("stolen")
         if not (isinstance(costs, list) and isinstance(waits, list)
-                and len(costs) == len(waits) == SHORT_REPEATS
+                and 1 <= len(costs) == len(waits) <= SHORT_REPEATS_MAX
                 and all(isinstance(c, float) and 0 < c < float("inf") for c in costs)
                 and all(isinstance(w, float) for w in waits)):
             return None
         if not (isinstance(stolen, float) and stolen == 0.0):
             return None
-        alone = [c for c, w in zip(costs, waits, strict=True) if w <= MAX_WAIT]
-        fastest = min(alone, default=0.0)
-        cluster = [c for c in alone if c <= CLUSTER * fastest]
-        return cluster if len(cluster) >= MIN_UNPREEMPTED else None
+        return costs, waits
 
     def close(self) -> None:
         self._sandbox.close()

@@ -51,17 +51,26 @@ def _cpu_seconds() -> tuple[float, float] | None:
     return (user + nice + system + irq + softirq + steal) / tick, steal / tick
 
 
-def run_delay() -> float | None:
-    """Seconds the threads of this process have spent runnable but waiting for a CPU (the
-    live threads, since each started); ``None`` where Linux does not say."""
-    total = 0
+def thread_stats() -> dict[int, tuple[int, int]]:
+    """Per live thread of this process (by thread id): nanoseconds it ran on a CPU and
+    nanoseconds it spent runnable but waiting for one, since it started (``schedstat``);
+    empty where Linux does not say."""
+    stats = {}
     for path in glob.glob("/proc/self/task/*/schedstat"):
         try:
             with open(path) as stat:
-                total += int(stat.read().split()[1])
-        except (OSError, IndexError, ValueError):  # a thread that just ended: skip it
+                ran, waited = stat.read().split()[:2]
+            stats[int(path.split("/")[-2])] = (int(ran), int(waited))
+        except (OSError, ValueError):  # a thread that just ended: skip it
             continue
-    return total / 1e9 if total or os.path.exists("/proc/self/schedstat") else None
+    return stats
+
+
+def run_delay() -> float | None:
+    """Seconds the threads of this process have spent runnable but waiting for a CPU (the
+    live threads, since each started); ``None`` where Linux does not say."""
+    stats = thread_stats()
+    return sum(waited for _, waited in stats.values()) / 1e9 if stats else None
 
 
 def waiting_share(call: Callable[[], T]) -> tuple[T, float | None]:

@@ -15,6 +15,7 @@ import pytest
 from schedule import Steps, Workload
 from workers import MeasureInput, MeasureSettings, interference
 from workers.cpu import CpuDevice
+from workers.interference import thread_stats
 
 LINUX = Path("/proc/stat").exists()
 
@@ -105,29 +106,36 @@ def test_run_delay_counts_the_time_a_thread_waited_for_its_core() -> None:
 
 
 def _short_answer(clean: list[float], waiting: int, stolen: float | None = 0.0) -> dict:
-    from workers.cpu import SHORT_REPEATS
-
-    rest = SHORT_REPEATS - len(clean)
-    assert rest >= waiting
-    costs = clean + [9.0] * waiting + [2.0] * (rest - waiting)
-    waits = [0.0] * len(clean) + [0.5] * waiting + [0.0] * (rest - waiting)
+    """A short-repeat answer: ``clean`` ran alone, ``waiting`` waited for a core, 4 ran
+    alone but slow (the other work had evicted their data)."""
+    costs = clean + [9.0] * waiting + [2.0] * 4
+    waits = [0.0] * len(clean) + [0.5] * waiting + [0.0] * 4
     return {"costs": costs, "waits": waits, "stolen": stolen}
 
 
 def test_the_short_repeats_figure_is_those_that_ran_alone_near_the_fastest() -> None:
-    from workers.cpu import MIN_UNPREEMPTED
+    from workers.cpu import unpreempted
 
-    unpreempted = CpuDevice._unpreempted
-    # 6 ran alone at ~1.0; 30 waited for a core; 4 ran alone but slow (evicted data)
     answer = _short_answer([1.0, 1.05, 1.02, 1.0, 1.08, 1.01], waiting=30)
-    assert unpreempted(answer) == [1.0, 1.05, 1.02, 1.0, 1.08, 1.01]
-    too_few = _short_answer([1.0] * (MIN_UNPREEMPTED - 1), waiting=30)
-    assert unpreempted(too_few) is None
-    assert unpreempted({**answer, "stolen": 0.2}) is None  # the hypervisor took time
-    assert unpreempted({**answer, "stolen": None}) is None  # unknown: not trusted
-    assert unpreempted({**answer, "waits": None}) is None  # no schedstat
-    assert unpreempted({**answer, "costs": answer["costs"][:-1]}) is None  # malformed
-    assert unpreempted("not a dict") is None
+    assert unpreempted(answer["costs"], answer["waits"]) == [1.0, 1.05, 1.02, 1.0, 1.08, 1.01]
+    assert unpreempted([9.0, 2.0], [0.5, 0.5]) == []  # none ran alone
+
+
+def test_a_short_repeat_answer_is_trusted_only_whole_and_with_nothing_stolen() -> None:
+    from workers.cpu import SHORT_REPEATS_MAX
+
+    read = CpuDevice._short_answer
+    answer = _short_answer([1.0] * 6, waiting=30)
+    assert read(answer) == (answer["costs"], answer["waits"])
+    assert read({**answer, "stolen": 0.2}) is None  # the hypervisor took time
+    assert read({**answer, "stolen": None}) is None  # unknown: not trusted
+    assert read({**answer, "waits": None}) is None  # no schedstat
+    assert read({**answer, "costs": answer["costs"][:-1]}) is None  # malformed
+    assert read({**answer, "costs": [], "waits": []}) is None
+    too_many = [1.0] * (SHORT_REPEATS_MAX + 1)
+    assert read({"costs": too_many, "waits": [0.0] * len(too_many), "stolen": 0.0}) is None
+    assert read({**answer, "costs": [float("inf"), *answer["costs"][1:]]}) is None
+    assert read("not a dict") is None
 
 
 def _parallel_matmul() -> MeasureInput:
@@ -179,29 +187,112 @@ def test_a_machine_that_stays_busy_is_timed_in_short_repeats_that_ran_alone() ->
         result = device.run(build, inp, settings)
         assert calls == ["standard", "short", "short"]
         assert result.ok and result.disturbed and result.unpreempted == 0
+
+        # the tries add up: 3 ran alone in the first, 3 in the second
+        calls.clear()
+        answers[:] = [_short_answer([1e-4, 1.01e-4, 1e-4], waiting=30),
+                      _short_answer([1.02e-4, 1e-4, 1.03e-4], waiting=30)]
+        result = device.run(build, inp, settings)
+        assert calls == ["standard", "short", "short"]
+        assert result.ok and not result.disturbed and result.unpreempted == 6
+        assert result.costs == [1e-4, 1.01e-4, 1e-4, 1.02e-4, 1e-4, 1.03e-4]
     finally:
         device.close()
 
 
-def test_each_short_repeat_starts_after_a_sleep(monkeypatch, tmp_path: Path) -> None:
-    """The short-repeat job sleeps before every repeat (threads that slept get a core on
-    waking) and gives each repeat's cost and share of waiting for a core."""
-    from workers import cpu
-
+def _short_repeat_job(tmp_path: Path, **short) -> dict:
     inp = _parallel_matmul()
     build = CpuDevice.build(inp, 60.0)
     library = tmp_path / "kernel.so"
     library.write_bytes(build.library)
-    job = {"library": str(library), "signature": build.signature,
-           "workload": inp.workload.to_json(), "seed": 0, "check": False, "flush_bytes": 0,
-           "short_repeats": cpu.SHORT_REPEATS}
+    return {"library": str(library), "signature": build.signature,
+            "workload": inp.workload.to_json(), "seed": 0, "check": False, "flush_bytes": 0,
+            **short}
+
+
+def test_each_short_repeat_starts_after_a_sleep(monkeypatch, tmp_path: Path) -> None:
+    """The short-repeat job sleeps before every repeat (threads that slept get a core on
+    waking) and gives each repeat's cost and share of waiting for a core; it ends once
+    enough repeats ran alone near the fastest."""
+    from workers import cpu
+
+    job = _short_repeat_job(tmp_path, short_repeats=cpu.SHORT_REPEATS_MAX, short_seconds=60.0)
     slept: list[float] = []
     sleep = time.sleep
     monkeypatch.setattr(cpu.time, "sleep", lambda s: (slept.append(s), sleep(s)))
     value, outputs = cpu.time_kernel(lambda: None, job)
-    assert slept == [cpu.SHORT_REPEAT_GAP_S] * cpu.SHORT_REPEATS and outputs == []
-    assert len(value["costs"]) == len(value["waits"]) == cpu.SHORT_REPEATS
-    assert all(c > 0 for c in value["costs"]) and all(w >= 0 for w in value["waits"])
+    assert outputs == [] and slept == [cpu.SHORT_REPEAT_GAP_S] * len(value["costs"])
+    costs, waits = value["costs"], value["waits"]
+    assert len(costs) == len(waits) and all(c > 0 for c in costs) and all(w >= 0 for w in waits)
+    if len(costs) == cpu.SHORT_REPEATS_MAX:  # a machine this busy: no figure in 400 repeats
+        assert len(cpu.unpreempted(costs, waits)) < cpu.MIN_UNPREEMPTED
+    else:  # it stopped at the first repeat that made a figure, not later
+        assert len(cpu.unpreempted(costs, waits)) == cpu.MIN_UNPREEMPTED
+        assert len(cpu.unpreempted(costs[:-1], waits[:-1])) == cpu.MIN_UNPREEMPTED - 1
+
+
+def test_short_repeats_end_at_their_count_or_their_time(tmp_path: Path) -> None:
+    from workers import cpu
+
+    job = _short_repeat_job(tmp_path, short_repeats=3, short_seconds=60.0)
+    value, _ = cpu.time_kernel(lambda: None, job)
+    assert len(value["costs"]) == 3
+    value, _ = cpu.time_kernel(lambda: None, {**job, "short_repeats": 100, "short_seconds": 0})
+    assert len(value["costs"]) == 1
+
+
+def _loaded_kernel(tmp_path: Path):
+    """The parallel matmul loaded in this process, with its inputs."""
+    from schedule import KernelSignature, load_module
+    from workers.reference import kernel_arrays
+
+    job = _short_repeat_job(tmp_path)
+    signature = KernelSignature.from_json(job["signature"])
+    return (load_module(job["library"], signature),
+            kernel_arrays(signature, job["workload"], job["seed"]))
+
+
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="placement needs two cores")
+def test_the_threads_are_spread_one_per_core_and_given_back_their_cores(
+        tmp_path: Path) -> None:
+    """The kernel's worker threads are those that ran during a call; the caller takes one
+    core, its workers the others; a shift moves the caller on; release gives every thread
+    the whole CPU set back."""
+    import threading
+
+    from workers.placement import Spread, helpers_of
+
+    mod, arrays = _loaded_kernel(tmp_path)
+    _, helpers = helpers_of(lambda: mod.time(*arrays, number=1, repeat=1, min_repeat_ms=10))
+    assert helpers and threading.get_native_id() not in helpers
+    time.sleep(0.3)  # the workers stop spinning and sleep
+    _, idle = helpers_of(lambda: time.sleep(0.01))
+    assert idle == []  # nothing ran meanwhile
+    cores = sorted(os.sched_getaffinity(0))
+    spread = Spread(helpers + [-1] * 8)  # more threads than cores: the first ones are placed
+    assert spread.useful and spread.helpers == helpers[: len(cores) - 1]
+    try:
+        spread.place()
+        assert os.sched_getaffinity(0) == {cores[0]}
+        assert all(os.sched_getaffinity(t) == {cores[1]} for t in spread.helpers)
+        spread.shift()
+        assert os.sched_getaffinity(0) == {cores[1]}
+        assert all(os.sched_getaffinity(t) == {cores[0]} for t in spread.helpers)
+    finally:
+        spread.release()
+    assert os.sched_getaffinity(0) == set(cores)
+    assert all(os.sched_getaffinity(t) == set(cores) for t in spread.helpers)
+    assert not Spread([]).useful  # a kernel with no workers: nothing to place
+
+
+def test_the_short_repeats_leave_the_threads_on_all_their_cores(tmp_path: Path) -> None:
+    from workers import cpu
+
+    cores = os.sched_getaffinity(0)
+    job = _short_repeat_job(tmp_path, short_repeats=10, short_seconds=60.0)
+    value, _ = cpu.time_kernel(lambda: None, job)
+    assert 1 <= len(value["costs"]) <= 10
+    assert all(os.sched_getaffinity(t) == cores for t in thread_stats())
 
 
 def test_a_repeat_ends_once_it_has_lasted_four_times_its_minimum() -> None:
