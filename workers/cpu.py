@@ -121,14 +121,14 @@ def time_kernel(started: Callable[[], None], job: dict[str, Any]) -> tuple[Any, 
         outputs = output_bytes(arrays, signature)
     window = Window.start()
     if job.get("short_repeats"):
-        return _short_repeats(mod, arrays, job, window), outputs
+        return time_short_repeats(mod, arrays, job, window), outputs
     costs, share = waiting_share(lambda: mod.time(
         *arrays, number=job["number"], repeat=job["repeat"],
         min_repeat_ms=job["min_repeat_ms"], flush_bytes=job["flush_bytes"]))
     return {"costs": costs, "load": window.other_load(), "waited": share}, outputs
 
 
-def _short_repeats(mod: Any, arrays: list[np.ndarray], job: dict[str, Any],
+def time_short_repeats(mod: Any, arrays: list[np.ndarray], job: dict[str, Any],
                    window: Window) -> dict[str, Any]:
     """Time short repeats (``time_kernel``), the threads spread one per core
     (``workers.placement``), until enough ran alone, ``short_repeats`` were made or
