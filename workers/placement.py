@@ -52,6 +52,7 @@ class Spread:
         self.cores = sorted(os.sched_getaffinity(0))
         self.helpers = helpers[: len(self.cores) - 1]  # one thread per core
         self.turn = 0
+        self._before = {tid: _affinity(tid) for tid in (self.caller, *self.helpers)}
 
     @property
     def useful(self) -> bool:
@@ -73,9 +74,17 @@ class Spread:
         self.place()
 
     def release(self) -> None:
-        """Give every placed thread this process's whole CPU set back."""
-        for tid in (self.caller, *self.helpers):
-            _pin(tid, set(self.cores))
+        """Give every placed thread the CPU set it had before."""
+        for tid, cores in self._before.items():
+            if cores:
+                _pin(tid, cores)
+
+
+def _affinity(tid: int) -> set[int]:
+    try:
+        return os.sched_getaffinity(tid)
+    except OSError:  # a thread that ended
+        return set()
 
 
 def _pin(tid: int, cores: set[int]) -> None:

@@ -257,7 +257,7 @@ def test_the_threads_are_spread_one_per_core_and_given_back_their_cores(
         tmp_path: Path) -> None:
     """The kernel's worker threads are those that ran during a call; the caller takes one
     core, its workers the others; a shift moves the caller on; release gives every thread
-    the whole CPU set back."""
+    the CPU set it had back."""
     import threading
 
     from workers.placement import Spread, helpers_of
@@ -269,6 +269,7 @@ def test_the_threads_are_spread_one_per_core_and_given_back_their_cores(
     _, idle = helpers_of(lambda: time.sleep(0.01))
     assert idle == []  # nothing ran meanwhile
     cores = sorted(os.sched_getaffinity(0))
+    os.sched_setaffinity(helpers[0], {cores[-1]})  # a CPU set of its own, to be given back
     spread = Spread(helpers + [-1] * 8)  # more threads than cores: the first ones are placed
     assert spread.useful and spread.helpers == helpers[: len(cores) - 1]
     try:
@@ -280,8 +281,9 @@ def test_the_threads_are_spread_one_per_core_and_given_back_their_cores(
         assert all(os.sched_getaffinity(t) == {cores[0]} for t in spread.helpers)
     finally:
         spread.release()
-    assert os.sched_getaffinity(0) == set(cores)
-    assert all(os.sched_getaffinity(t) == set(cores) for t in spread.helpers)
+        given_back = os.sched_getaffinity(helpers[0])
+        os.sched_setaffinity(helpers[0], set(cores))
+    assert os.sched_getaffinity(0) == set(cores) and given_back == {cores[-1]}
     assert not Spread([]).useful  # a kernel with no workers: nothing to place
 
 
