@@ -6,7 +6,8 @@ on (the default) and off (every figure taken and learnt from as measured, as bef
 — then each run's best program re-timed here on the quiet machine, in interleaved rounds.
 "alone": the figures taken from short repeats that ran with nothing else on the cores.
 
-    .venv/bin/python bench/noisy_tuning.py [--trials 128] [--rounds 5] [--only RUN ...]
+    .venv/bin/python bench/noisy_tuning.py [--workload conv|gemm|softmax] [--trials 128]
+        [--rounds 5] [--only RUN ...]
 
 It prints, per run, the best latency the tuner reported (and whether it called it
 confirmed), the same program re-timed quietly, and that against the quiet run's best. The
@@ -42,6 +43,14 @@ LOADS = {
 }
 
 
+WORKLOADS = {
+    "conv": ("conv2d_nchw", {"N": 1, "C": 64, "H": 56, "W": 56, "K": 64, "R": 3, "S": 3,
+                             "padding": 1}),
+    "gemm": ("matmul", {"M": 512, "N": 512, "K": 512}),
+    "softmax": ("softmax", {"M": 128, "N": 3072}),
+}
+
+
 def load_on_core(kind: str, core: int) -> subprocess.Popen:
     proc = subprocess.Popen([sys.executable, "-c", LOADS[kind]])
     os.sched_setaffinity(proc.pid, {core})
@@ -50,6 +59,8 @@ def load_on_core(kind: str, core: int) -> subprocess.Popen:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--workload", choices=sorted(WORKLOADS), default="conv",
+                        help="the ResNet-18 conv (default), GEMM 512³ or softmax 128x3072")
     parser.add_argument("--trials", type=int, default=128)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--only", action="append", default=[],
@@ -62,7 +73,8 @@ def main() -> int:
     from tuner import build_best, tune
     from tuner.spec import TUNING_MEASURE
 
-    workload = Workload.op("conv2d_nchw", N=1, C=64, H=56, W=56, K=64, R=3, S=3, padding=1)
+    op, params = WORKLOADS[args.workload]
+    workload = Workload.op(op, **params)
     unchecked = replace(TUNING_MEASURE, noise_tolerance=1e9, remeasure=0)
     runs = {"quiet": (None, TUNING_MEASURE),
             "busy core, checks on": ("busy", TUNING_MEASURE),
