@@ -135,12 +135,11 @@ def time_short_repeats(mod: Any, arrays: list[np.ndarray], job: dict[str, Any],
     ``short_seconds`` passed."""
     costs: list[float] = []
     waits: list[float] = []
-    _, helpers = helpers_of(lambda: mod.time(*arrays, number=1, repeat=1, min_repeat_ms=10))
-    spread = Spread(helpers)
+    spread = Spread(helpers_of(lambda: mod.time(*arrays, number=1, repeat=1,
+                                                min_repeat_ms=10)))
     deadline = time.perf_counter() + float(job["short_seconds"])
     try:
-        if spread.useful:
-            spread.place()
+        spread.place()
         while len(costs) < job["short_repeats"]:
             time.sleep(SHORT_REPEAT_GAP_S)
             cost, share = waiting_share(lambda: mod.time(
@@ -153,11 +152,10 @@ def time_short_repeats(mod: Any, arrays: list[np.ndarray], job: dict[str, Any],
             if len(unpreempted(costs, waits)) >= MIN_UNPREEMPTED \
                     or time.perf_counter() >= deadline:
                 break
-            if share > MAX_WAIT and spread.useful:
+            if share > MAX_WAIT:
                 spread.shift()
     finally:
-        if spread.useful:
-            spread.release()
+        spread.release()
     return {"costs": costs, "waits": waits, "stolen": window.stolen_load()}
 
 

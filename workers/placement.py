@@ -11,8 +11,8 @@ the end of each parallel region and get no such turn (bench/RESULTS.md, session 
 Which core is busy is not known, so a :class:`Spread` tries the placements in turn, keeping
 one while its repeats run alone and moving on when one waited: the caller on one core, the
 kernel's other threads (the threads that ran during a call of the kernel: its OpenMP team)
-one per remaining core. On a quiet machine any placement is as
-fast as the scheduler's own. The threads get their CPU sets back when the timing ends.
+one per remaining core. On a quiet machine any placement is as fast as the scheduler's
+own. The threads get their CPU sets back when the timing ends.
 """
 
 from __future__ import annotations
@@ -21,25 +21,21 @@ import contextlib
 import os
 import threading
 from collections.abc import Callable
-from typing import TypeVar
 
 from .interference import thread_stats
 
-T = TypeVar("T")
 
-
-def helpers_of(call: Callable[[], T]) -> tuple[T, list[int]]:
-    """What ``call()`` returns, and the ids of this process's other threads that ran on a
-    CPU meanwhile (a parallel kernel's worker threads), those that ran most first. Linux
-    adds up a running thread's time at each scheduler tick, so ``call`` should last a few
-    ticks (10 ms)."""
+def helpers_of(call: Callable[[], object]) -> list[int]:
+    """The ids of this process's other threads that ran on a CPU while ``call()`` ran (a
+    parallel kernel's worker threads), those that ran most first. Linux adds up a running
+    thread's time at each scheduler tick, so ``call`` should last a few ticks (10 ms)."""
     me = threading.get_native_id()
     before = thread_stats()
-    value = call()
+    call()
     after = thread_stats()
     ran = {tid: cpu - before[tid][0] for tid, (cpu, _) in after.items()
            if tid != me and tid in before and cpu > before[tid][0]}
-    return value, sorted(ran, key=lambda tid: -ran[tid])
+    return sorted(ran, key=lambda tid: -ran[tid])
 
 
 class Spread:
@@ -60,7 +56,10 @@ class Spread:
         return bool(self.helpers)
 
     def place(self) -> None:
-        """Pin the caller to the core whose turn it is and the helpers to the others."""
+        """Pin the caller to the core whose turn it is and the helpers to the others
+        (nothing where there are no helpers)."""
+        if not self.useful:
+            return
         n = len(self.cores)
         mine = self.cores[self.turn % n]
         others = [core for core in self.cores if core != mine]
@@ -75,6 +74,8 @@ class Spread:
 
     def release(self) -> None:
         """Give every placed thread the CPU set it had before."""
+        if not self.useful:
+            return
         for tid, cores in self._before.items():
             if cores:
                 _pin(tid, cores)

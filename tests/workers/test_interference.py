@@ -263,10 +263,10 @@ def test_the_threads_are_spread_one_per_core_and_given_back_their_cores(
     from workers.placement import Spread, helpers_of
 
     mod, arrays = _loaded_kernel(tmp_path)
-    _, helpers = helpers_of(lambda: mod.time(*arrays, number=1, repeat=1, min_repeat_ms=10))
+    helpers = helpers_of(lambda: mod.time(*arrays, number=1, repeat=1, min_repeat_ms=10))
     assert helpers and threading.get_native_id() not in helpers
     time.sleep(0.3)  # the workers stop spinning and sleep
-    _, idle = helpers_of(lambda: time.sleep(0.01))
+    idle = helpers_of(lambda: time.sleep(0.01))
     assert idle == []  # nothing ran meanwhile
     cores = sorted(os.sched_getaffinity(0))
     os.sched_setaffinity(helpers[0], {cores[-1]})  # a CPU set of its own, to be given back
