@@ -267,7 +267,7 @@ def test_the_threads_are_spread_one_per_core_and_given_back_their_cores(
     assert helpers and threading.get_native_id() not in helpers
     time.sleep(0.3)  # the workers stop spinning and sleep
     idle = helpers_of(lambda: time.sleep(0.01))
-    assert idle == []  # nothing ran meanwhile
+    assert not set(idle) & set(helpers)  # the kernel's workers slept (the suite's may not)
     cores = sorted(os.sched_getaffinity(0))
     os.sched_setaffinity(helpers[0], {cores[-1]})  # a CPU set of its own, to be given back
     spread = Spread(helpers + [-1] * 8)  # more threads than cores: the first ones are placed
