@@ -105,20 +105,28 @@ def test_run_delay_counts_the_time_a_thread_waited_for_its_core() -> None:
     assert waited > 0.03  # about half of the 0.3 s: the child's share of the core
 
 
-def _short_answer(clean: list[float], waiting: int, stolen: float | None = 0.0) -> dict:
-    """A short-repeat answer: ``clean`` ran alone, ``waiting`` waited for a core, 4 ran
-    alone but slow (the other work had evicted their data)."""
-    costs = clean + [9.0] * waiting + [2.0] * 4
-    waits = [0.0] * len(clean) + [0.5] * waiting + [0.0] * 4
+def _short_answer(alone: list[float], waiting: int, stolen: float | None = 0.0) -> dict:
+    """A short-repeat answer: ``alone`` ran alone, ``waiting`` more waited for a core."""
+    costs = alone + [9.0] * waiting
+    waits = [0.0] * len(alone) + [0.5] * waiting
     return {"costs": costs, "waits": waits, "stolen": stolen}
 
 
-def test_the_short_repeats_figure_is_those_that_ran_alone_near_the_fastest() -> None:
+def test_the_short_repeats_figure_is_all_those_that_ran_alone() -> None:
+    """Slow ones too: keeping only those near the fastest read under a quiet re-time."""
     from workers.cpu import unpreempted
 
-    answer = _short_answer([1.0, 1.05, 1.02, 1.0, 1.08, 1.01], waiting=30)
-    assert unpreempted(answer["costs"], answer["waits"]) == [1.0, 1.05, 1.02, 1.0, 1.08, 1.01]
-    assert unpreempted([9.0, 2.0], [0.5, 0.5]) == []  # none ran alone
+    assert unpreempted([1.0, 9.0, 1.3, 1.1], [0.0, 0.5, 0.01, 0.0]) == [1.0, 1.3, 1.1]
+    assert unpreempted([9.0, 2.0], [0.5, 0.02]) == []  # none ran alone
+
+
+def test_a_short_figure_s_repeats_are_the_means_of_its_interleaved_thirds() -> None:
+    """As the standard timing's repeats are each the mean of its calls."""
+    from workers.cpu import short_figure
+
+    assert short_figure([1.0, 2.0, 1.0, 1.0, 2.0, 4.0]) == [1.0, 2.0, 2.5]
+    assert short_figure([1.0, 1.1]) == [1.0, 1.1]
+    assert short_figure([]) == []
 
 
 def test_a_short_repeat_answer_is_trusted_only_whole_and_with_nothing_stolen() -> None:
@@ -153,8 +161,9 @@ def _parallel_matmul() -> MeasureInput:
 
 def test_a_machine_that_stays_busy_is_timed_in_short_repeats_that_ran_alone() -> None:
     """The first timing says other work ran (load 1.0): the device times short repeats,
-    and those that ran alone near the fastest make the figure; where too few did, it
-    tries again, then keeps the figure disturbed."""
+    and all that ran alone make the figure; where too few did, it tries again, then keeps
+    the figure disturbed."""
+    from workers.cpu import MIN_UNPREEMPTED, short_figure
     from workers.sandbox import Outcome
 
     device = CpuDevice()
@@ -174,13 +183,18 @@ def test_a_machine_that_stays_busy_is_timed_in_short_repeats_that_ran_alone() ->
             "costs": outcome.value["costs"], "load": 1.0}
         return Outcome("ok", value, outcome.blobs)
 
+    def alone(n: int) -> list[float]:
+        return [(1.0 + 0.2 * (i % 2)) * 1e-4 for i in range(n)]
+
     device._sandbox.call = call
     try:
-        answers[:] = [_short_answer([1e-4, 1.01e-4, 1e-4, 1.02e-4, 1e-4], waiting=20)]
+        answers[:] = [_short_answer(alone(MIN_UNPREEMPTED), waiting=20)]
         result = device.run(build, inp, settings)
         assert calls == ["standard", "short"]
-        assert result.ok and not result.disturbed and result.unpreempted == 5
-        assert result.costs == [1e-4, 1.01e-4, 1e-4, 1.02e-4, 1e-4]
+        assert result.ok and not result.disturbed
+        assert result.unpreempted == MIN_UNPREEMPTED
+        assert result.costs == short_figure(alone(MIN_UNPREEMPTED))
+        assert result.noise < 1.2  # the spread of the thirds' means, not of single calls
 
         calls.clear()
         answers[:] = [_short_answer([1e-4] * 2, waiting=30)] * 2
@@ -188,14 +202,23 @@ def test_a_machine_that_stays_busy_is_timed_in_short_repeats_that_ran_alone() ->
         assert calls == ["standard", "short", "short"]
         assert result.ok and result.disturbed and result.unpreempted == 0
 
-        # the tries add up: 3 ran alone in the first, 3 in the second
+        # the tries add up: some ran alone in the first, the rest in the second
         calls.clear()
-        answers[:] = [_short_answer([1e-4, 1.01e-4, 1e-4], waiting=30),
-                      _short_answer([1.02e-4, 1e-4, 1.03e-4], waiting=30)]
+        first = MIN_UNPREEMPTED // 2
+        answers[:] = [_short_answer(alone(first), waiting=30),
+                      _short_answer(alone(MIN_UNPREEMPTED - first), waiting=30)]
         result = device.run(build, inp, settings)
         assert calls == ["standard", "short", "short"]
-        assert result.ok and not result.disturbed and result.unpreempted == 6
-        assert result.costs == [1e-4, 1.01e-4, 1e-4, 1.02e-4, 1e-4, 1.03e-4]
+        assert result.ok and not result.disturbed and result.unpreempted == MIN_UNPREEMPTED
+        assert result.costs == short_figure(alone(first) + alone(MIN_UNPREEMPTED - first))
+
+        # they ran alone but a third of them twice as slow: the figure stays disturbed
+        calls.clear()
+        unsteady = [1e-4, 1e-4, 2e-4] * 4
+        answers[:] = [_short_answer(unsteady, waiting=3)] * 2
+        result = device.run(build, inp, settings)
+        assert calls == ["standard", "short", "short"]
+        assert result.ok and result.disturbed
     finally:
         device.close()
 
@@ -210,10 +233,61 @@ def _short_repeat_job(tmp_path: Path, **short) -> dict:
             **short}
 
 
+def test_a_short_repeat_s_warm_up_call_is_outside_the_window_watched_for_waiting(
+        monkeypatch) -> None:
+    """Only the timed calls are watched: a window that also held the warm-up call was
+    twice as long, and far fewer repeats ran alone beside a busy loop. The timed calls
+    are as many as last ``SHORT_REPEAT_MS`` by the warm-up call's time."""
+    from workers import cpu
+
+    events: list[str] = []
+
+    class Kernel:
+        def __call__(self, *arrays) -> None:
+            events.append("warm-up")
+            time.sleep(2e-4)
+
+        def time(self, *arrays, number, repeat, min_repeat_ms, flush_bytes, warmup):
+            events.append(f"timed {number} calls, warm-up {warmup}")
+            return [2e-4] * repeat
+
+    def watched(call):
+        events.append("watch")
+        value = call()
+        events.append("unwatch")
+        return value, 0.0
+
+    monkeypatch.setattr(cpu, "waiting_share", watched)
+    monkeypatch.setattr(cpu, "helpers_of", lambda call: [])
+    job = {"short_repeats": 3, "short_seconds": 60.0, "flush_bytes": 0}
+    value = cpu.time_short_repeats(Kernel(), [], job, interference.Window.start())
+    assert value["costs"] == [2e-4] * 3 and value["waits"] == [0.0] * 3
+    assert events[0::4] == ["warm-up"] * 3 and events[1::4] == ["watch"] * 3
+    assert events[3::4] == ["unwatch"] * 3
+    counts = [int(e.split()[1]) for e in events[2::4]]
+    assert all(e.endswith("warm-up False") for e in events[2::4])
+    assert all(1 <= n <= cpu.SHORT_REPEAT_MS / 1e3 / 2e-4 for n in counts)  # slept >= 0.2 ms
+
+
+def test_module_timing_can_leave_the_warm_up_call_to_its_caller() -> None:
+    import numpy as np
+
+    from schedule import build, make_schedule
+
+    s, tensors = make_schedule(Workload.op("matmul", M=64, N=64, K=64), [])
+    mod = build(s, tensors)
+    arrays = [np.ones([int(d) for d in t.shape], dtype="float32") for t in tensors]
+    for warmup in (True, False):
+        arrays[-1][:] = 0.0
+        costs = mod.time(*arrays, number=1, repeat=2, min_repeat_ms=0, warmup=warmup)
+        assert len(costs) == 2 and all(0 < c < 1 for c in costs)
+        assert np.allclose(arrays[-1], 64.0)  # ones @ ones, K=64: the calls computed
+
+
 def test_each_short_repeat_starts_after_a_sleep(monkeypatch, tmp_path: Path) -> None:
     """The short-repeat job sleeps before every repeat (threads that slept get a core on
     waking) and gives each repeat's cost and share of waiting for a core; it ends once
-    enough repeats ran alone near the fastest."""
+    enough repeats ran alone."""
     from workers import cpu
 
     job = _short_repeat_job(tmp_path, short_repeats=cpu.SHORT_REPEATS_MAX, short_seconds=60.0)

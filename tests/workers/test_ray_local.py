@@ -35,9 +35,8 @@ def test_an_embedded_ray_measures_on_this_machine(monkeypatch: pytest.MonkeyPatc
     assert [r.error_kind for r in results] == [
         ErrorKind.NONE, ErrorKind.INVALID_SCHEDULE, ErrorKind.NONE]
     assert "unknown step 'bogus'" in results[1].error_msg
-    # On a busy machine the figure is the short repeats that ran alone instead.
     assert results[0].provenance.node
-    assert len(results[2].costs) == (results[2].unpreempted or 3), results[2]
+    assert len(results[2].costs) == 3, results[2]  # (or the thirds of short repeats)
 
 
 def test_the_cluster_address_comes_from_the_argument_or_the_environment(
