@@ -764,7 +764,6 @@ def host_cpu_target() -> Target:
 
 
 @functools.lru_cache(maxsize=1)
-@functools.lru_cache(maxsize=1)
 def nvidia_gpus() -> tuple[tuple[str, str], ...]:
     """(compute capability like "9.0", GPU name) of each GPU ``nvidia-smi`` lists, in the
     CUDA driver's order; empty without ``nvidia-smi`` or a GPU."""
