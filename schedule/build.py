@@ -180,7 +180,7 @@ class Module(ArrayKernel):
         self._fn.restype = ctypes.c_int32
         self._time_fn = getattr(self._lib, f"{signature.entry}_time")
         self._time_fn.argtypes = [ctypes.c_void_p] * n + [
-            ctypes.c_int32, ctypes.c_int32, ctypes.c_int32, ctypes.c_int64, ctypes.c_int32,
+            ctypes.c_int32, ctypes.c_int32, ctypes.c_int32, ctypes.c_int64, ctypes.c_double,
             ctypes.c_void_p]
         self._time_fn.restype = ctypes.c_int32
         self._held: tuple[tuple[np.ndarray, ...], tuple[int, ...], list[int]] | None = None
@@ -191,16 +191,19 @@ class Module(ArrayKernel):
             raise MemoryError("the kernel could not allocate an intermediate buffer")
 
     def time(self, *arrays: np.ndarray, number: int = 1, repeat: int = 3,
-             min_repeat_ms: int = 0, flush_bytes: int = 0, warmup: bool = True) -> list[float]:
+             min_repeat_ms: int = 0, flush_bytes: int = 0,
+             warm_s: float | None = None) -> list[float]:
         """Seconds per call, one figure per repeat, timed by a loop inside the native code
-        (see ``codegen_c``): a warm-up call (unless ``warmup`` is false: the caller made
-        one), then ``repeat`` timings of ``number`` calls, each lasting at least
-        ``min_repeat_ms``; with ``flush_bytes`` > 0 a scratch buffer that large is written
-        before each repeat to evict the caches."""
+        (see ``codegen_c``): a warm-up call (unless ``warm_s`` is given: the caller made one,
+        which took that many seconds), then ``repeat`` timings of ``number`` calls, each
+        lasting at least ``min_repeat_ms`` (``number`` grows from the warm-up call's time
+        where that says too few); with ``flush_bytes`` > 0 a scratch buffer that large is
+        written before each repeat to evict the caches."""
         self.check_timing(arrays, number, repeat, min_repeat_ms, flush_bytes)
         results = (ctypes.c_double * repeat)()
         code = self._time_fn(*[_address(a) for a in arrays], number, repeat, min_repeat_ms,
-                             flush_bytes, int(warmup), results)
+                             flush_bytes, -1.0 if warm_s is None else max(warm_s, 0.0),
+                             results)
         if code != 0:
             raise MemoryError("the kernel could not allocate a buffer while timing")
         return list(results)

@@ -86,11 +86,11 @@ _PRELUDE = """\
 """
 
 # The timing loop lives in the generated code, so no Python runs inside the timed region.
-# Like TVM's time evaluator: one warm-up call (unless `warmup` is 0: the caller made it,
-# e.g. outside a window in which it watches for other work); then per repeat, optionally
-# evict the caches
-# by writing a scratch buffer, and time `number` calls, growing `number` until a repeat
-# lasts at least `min_repeat_ms`. results[r] is the mean seconds per call of repeat r.
+# Like TVM's time evaluator: one warm-up call (unless `warm_s` >= 0: the caller made it,
+# e.g. outside a window in which it watches for other work, and it took `warm_s` seconds);
+# then per repeat, optionally evict the caches by writing a scratch buffer, and time
+# `number` calls, growing `number` until a repeat lasts at least `min_repeat_ms`.
+# results[r] is the mean seconds per call of repeat r.
 # `number` is predicted rather than doubled: from the warm-up call (rounded down, as a
 # cold call is slower) and from each too-short repeat (with a 20% margin), so a 5 ms kernel
 # spends about one short repeat calibrating instead of four. A repeat ends once it has
@@ -105,16 +105,16 @@ static double tt_now(void) {
 }
 
 int32_t %(name)s_time(%(params)s, int32_t number, int32_t repeat, int32_t min_repeat_ms,
-                      int64_t flush_bytes, int32_t warmup, double* results) {
+                      int64_t flush_bytes, double warm_s, double* results) {
   volatile char* scratch = NULL;
   if (flush_bytes > 0) {
     scratch = (volatile char*)malloc((size_t)flush_bytes);
     if (scratch == NULL) return -1;
   }
   double want = 1e-3 * (double)min_repeat_ms;
-  double warm = 0.0;
+  double warm = warm_s;
   int32_t code = 0;
-  if (warmup) {
+  if (warm_s < 0.0) {
     double warm_start = tt_now();
     code = %(name)s(%(args)s);
     warm = tt_now() - warm_start;

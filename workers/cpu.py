@@ -156,11 +156,9 @@ def time_short_repeats(mod: Any, arrays: list[np.ndarray], job: dict[str, Any],
             time.sleep(SHORT_REPEAT_GAP_S)
             warm = time.perf_counter()
             mod(*arrays)  # the warm-up, outside the window watched for waiting
-            warm = time.perf_counter() - warm
-            number = max(1, min(2**20, int(SHORT_REPEAT_MS / 1e3 / max(warm, 1e-9))))
             cost, share = waiting_share(functools.partial(
-                mod.time, *arrays, number=number, repeat=1, min_repeat_ms=SHORT_REPEAT_MS,
-                flush_bytes=job["flush_bytes"], warmup=False))
+                mod.time, *arrays, number=1, repeat=1, min_repeat_ms=SHORT_REPEAT_MS,
+                flush_bytes=job["flush_bytes"], warm_s=time.perf_counter() - warm))
             costs += cost
             if share is None:
                 return {"costs": costs, "waits": None, "stolen": None}

@@ -43,7 +43,7 @@ FAULT_SOURCES = {
     "nothing": "int32_t tt_fault(void* a, void* b, void* c) { return 0; }\n",
 }
 TIMER = ("int32_t tt_fault_time(void* a, void* b, void* c, int32_t number, int32_t repeat,\n"
-         "                      int32_t min_repeat_ms, int64_t flush, int32_t warmup,\n"
+         "                      int32_t min_repeat_ms, int64_t flush, double warm_s,\n"
          "                      double* results) {\n"
          "  int32_t code = tt_fault(a, b, c);\n"
          "  for (int32_t r = 0; r < repeat; ++r) results[r] = 1e-3;\n"
