@@ -460,10 +460,16 @@ def _parallel(task: SearchTask, s: te.Schedule, stage: te.Stage, decide: Decide)
     run the fused loop in parallel; how many (loops of more than one iteration) is a
     decision, and for a small workload
     (under ``SERIAL_FLOPS``) none is one too: waking the threads can cost more than the
-    work (a 128 x 128 GEMV took 3 us in parallel)."""
+    work (a 128 x 128 GEMV took 3 us in parallel). The innermost loop stays out where a
+    loop outside it has work to share: it is the vector lanes' (a GEMM's operand copied
+    into panels at run time with all three loops fused and parallel ran 10x slower than
+    parallel panels of vector copies)."""
     attach = _attach_points(s, stage)
+    leaves = stage.leaf_iter_vars
+    if any(iv.extent > 1 for iv in leaves[:-1]):
+        leaves = leaves[:-1]
     leading = []
-    for iv in stage.leaf_iter_vars:
+    for iv in leaves:
         if iv.is_reduce or iv in stage.annotations:
             break
         leading.append(iv)

@@ -308,6 +308,28 @@ def test_small_workloads_may_run_serially_large_ones_always_in_parallel():
         assert not any(step[0] == "parallel" for step in s.steps), sketch
 
 
+def test_a_root_copy_keeps_its_innermost_loop_for_the_vector_lanes():
+    """A GEMM operand copied into column panels at run time by a stage of its own: where a
+    sampled program keeps the copy, it copies the 16-column panel rows as vectors and, at
+    the root, runs the outer loops in parallel, never fusing the innermost loop into the
+    parallel one (which left the copy scalar and 10x slower)."""
+    x = te.placeholder((256, 256), name="X")
+    b = te.placeholder((256, 256), name="B")
+    panels = te.compute((16, 256, 16), lambda jo, k, ji: b[k, jo * 16 + ji], name="Bp")
+    task = SearchTask(Workload.from_tensors([ops.dense_packed(x, panels)]), "cpu -isa=avx2")
+    rng = random.Random(0)
+    for sketch in generate_sketches(task):
+        for _ in range(8):
+            s, _ = instantiate(task, sketch, sampler({}, {}, rng))
+            copy_steps = [step for step in s.steps if step[1] == "Bp"]
+            if copy_steps == [["compute_inline", "Bp"]]:  # the GEMM reads B itself
+                continue
+            assert ["vectorize", "Bp", "ji"] in copy_steps, copy_steps
+            at_root = not any(step[0] == "compute_at" for step in copy_steps)
+            assert at_root <= any(step[0] == "parallel" for step in copy_steps), copy_steps
+            assert not any(step[0] == "fuse" and "ji" in step[2] for step in copy_steps)
+
+
 def test_a_bias_add_reading_a_broadcast_operand_is_inlined_into_the_conv():
     """The conv's bias add (a per-channel operand read at 0 on its size-1 dims) is inlined,
     so the conv tiles into its consumer, the residual add."""
