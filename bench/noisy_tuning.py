@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -36,8 +35,10 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from bench.timing import BUSY_LOOP, load_on_core  # noqa: E402
+
 LOADS = {
-    "busy": "while True: pass",
+    "busy": BUSY_LOOP,
     "intermittent": ("import time\nwhile True:\n    end = time.time() + 2\n"
                      "    while time.time() < end: pass\n    time.sleep(2)"),
 }
@@ -49,12 +50,6 @@ WORKLOADS = {
     "gemm": ("matmul", {"M": 512, "N": 512, "K": 512}),
     "softmax": ("softmax", {"M": 128, "N": 3072}),
 }
-
-
-def load_on_core(kind: str, core: int) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", LOADS[kind]])
-    os.sched_setaffinity(proc.pid, {core})
-    return proc
 
 
 def main() -> int:
@@ -92,8 +87,8 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for n, (name, (load, settings)) in enumerate(runs.items()):
             db = f"sqlite:///{Path(tmp) / f'{n}.db'}"
-            loops = [] if load is None else [load_on_core("busy", 0), load_on_core("busy", 1)] \
-                if load == "busy both" else [load_on_core(load, 0)]
+            loops = [] if load is None else [load_on_core(0), load_on_core(1)] \
+                if load == "busy both" else [load_on_core(0, LOADS[load])]
             start = time.perf_counter()
             try:
                 result = tune([workload], "cpu", args.trials, db=db, measure=settings, seed=0)

@@ -22,7 +22,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -31,6 +30,8 @@ os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench.timing import load_on_core  # noqa: E402
 
 
 def main() -> int:
@@ -75,8 +76,7 @@ def main() -> int:
             value = short_repeats(cpu.SHORT_REPEATS_MAX, early_stop=True)
         else:
             before = standard()
-            busy = subprocess.Popen(["taskset", "-c", str(args.busy_core), sys.executable,
-                                     "-c", "while True: pass"])
+            busy = load_on_core(args.busy_core)
             try:
                 time.sleep(0.5)
                 value = short_repeats(args.repeats, early_stop=False)

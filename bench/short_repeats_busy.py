@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -26,6 +25,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+from bench.timing import load_on_core  # noqa: E402
 
 REPEATS, SLEEPS_MS, MAX_WAIT = 40, (0, 1, 3, 10), 0.01
 
@@ -76,8 +77,7 @@ def main() -> int:
     for load in ("quiet", "busy loop on core 0"):
         busy = None
         if load != "quiet":
-            busy = subprocess.Popen([sys.executable, "-c", "while True: pass"])
-            os.sched_setaffinity(busy.pid, {0})
+            busy = load_on_core(0)
             time.sleep(1)
         print(f"== {load}", flush=True)
         try:

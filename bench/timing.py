@@ -1,10 +1,24 @@
-"""Wall-clock timing the benchmark scripts share: a call timed repeatedly from Python."""
+"""Wall-clock timing the benchmark scripts share: a call timed repeatedly from Python, and
+a busy loop pinned to one core to time beside."""
 
 from __future__ import annotations
 
+import os
 import statistics
+import subprocess
+import sys
 import time
 from collections.abc import Callable
+
+#: a process that keeps one core busy
+BUSY_LOOP = "while True: pass"
+
+
+def load_on_core(core: int, code: str = BUSY_LOOP) -> subprocess.Popen:
+    """A Python process running ``code`` pinned to ``core`` (the caller kills it)."""
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    os.sched_setaffinity(proc.pid, {core})
+    return proc
 
 
 def median_call_time(fn: Callable[[], object], budget_s: float = 0.5,

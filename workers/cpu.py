@@ -300,11 +300,12 @@ class CpuDevice(Device):
                         short_costs += answer[0]
                         short_waits += answer[1]
                     clean = unpreempted(short_costs, short_waits)
-                    figure = short_figure(clean)
-                    spread = noise(figure, None) if len(clean) >= MIN_UNPREEMPTED else None
-                    if spread is not None and spread <= settings.noise_tolerance:
-                        quietest, unpreempted_count = (spread, figure), len(clean)
-                        break
+                    if len(clean) >= MIN_UNPREEMPTED:
+                        figure = short_figure(clean)
+                        spread = noise(figure, None)
+                        if spread <= settings.noise_tolerance:
+                            quietest, unpreempted_count = (spread, figure), len(clean)
+                            break
                     continue
                 outcome = self._sandbox.call("workers.cpu:time_kernel", job,
                                              start_timeout=settings.load_timeout,
